@@ -1,0 +1,104 @@
+"""`drain`: at the end nothing is left behind and nothing vanished without a trace.
+
+Reported as violations:
+
+* a completed request that still held signals (in a node's current or next-iteration slot) or
+  loop state when a rank tore it down: the outputs of an extra pass end up here;
+* a signal dropped silently at a receiver (no worker graph of the current walk accepted it) and
+  a message that reached a rank after the request was removed there (mstar parks those in
+  ``_unprocessed_messages`` for ever);
+* a worker-graph-done report the conductor did not wait for;
+* at the end of the run: request state left on a rank, messages parked for unknown requests,
+  requests left at the conductor, or a rank still busy.
+
+Requests that hung or timed out are left to `liveness`: what they held is part of that report.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from simharness.checks.base import RunContext, Violation, and_join, rid_order
+from simharness.engine import events as ev
+
+
+class DrainCheck:
+    name = "drain"
+
+    def __init__(self) -> None:
+        self.removed: list[ev.Removed] = []
+        self.dropped: list[ev.Dropped] = []
+        self.unexpected: list[ev.UnexpectedReport] = []
+        self.final: ev.RunEnded | None = None
+
+    def on_Removed(self, e: ev.Removed) -> None:
+        if e.held or e.leftovers:
+            self.removed.append(e)
+
+    def on_Dropped(self, e: ev.Dropped) -> None:
+        self.dropped.append(e)
+
+    def on_UnexpectedReport(self, e: ev.UnexpectedReport) -> None:
+        self.unexpected.append(e)
+
+    def on_RunEnded(self, e: ev.RunEnded) -> None:
+        self.final = e
+
+    def finish(self, ctx: RunContext) -> list[Violation]:
+        out: list[Violation] = []
+        for e in self.removed:
+            if ctx.outcomes.get(e.rid) != "completed":
+                continue
+            by_slot: dict[tuple[str, str, str], list[ev.SignalRef]] = defaultdict(list)
+            for wg, node, slot, sig in e.held:
+                by_slot[(wg, node, slot)].append(sig)
+            parts = [
+                f"{and_join([s.describe() for s in sigs])} in {node}'s {slot} slot ({wg})"
+                for (wg, node, slot), sigs in by_slot.items()
+            ]
+            parts.extend(e.leftovers)
+            node = e.held[0][1] if e.held else None
+            out.append(Violation(
+                self.name,
+                f"{e.rid} was removed from rank {e.rank} while it still held: " + "; ".join(parts),
+                node=node, rank=e.rank, request=e.rid,
+                details={"held": [{"wg": wg, "node": n, "slot": slot, "signal": s.name,
+                                   "from": f"{s.src}@{s.src_rank}", "counter": s.counter}
+                                  for wg, n, slot, s in e.held],
+                         "leftovers": list(e.leftovers)},
+            ))
+        groups: dict[tuple[str, int, str], list[ev.SignalRef]] = defaultdict(list)
+        counts: dict[tuple[str, int, str], int] = defaultdict(int)
+        for e in self.dropped:
+            groups[(e.rid, e.rank, e.reason)].extend(e.signals)
+            counts[(e.rid, e.rank, e.reason)] += 1
+        for (rid, rank, reason), sigs in sorted(groups.items(),
+                                                key=lambda kv: (rid_order(kv[0][0]), kv[0][1])):
+            what = (and_join([s.describe() for s in sigs]) if sigs
+                    else f"{counts[(rid, rank, reason)]} message(s)")
+            out.append(Violation(self.name, f"rank {rank} dropped {what}: {reason}",
+                                 rank=rank, request=rid,
+                                 details={"signals": [s.name for s in sigs]}))
+        for e in self.unexpected:
+            out.append(Violation(self.name, f"unexpected worker-graph-done report for {e.wg} from "
+                                            f"rank {e.rank}: {e.reason}", rank=e.rank, request=e.rid,
+                                 details={"wg": e.wg}))
+        if self.final is not None:
+            f = self.final
+            for rank, rids in f.requests_left:
+                out.append(Violation(self.name, f"rank {rank} still holds state for "
+                                                f"{and_join(list(rids))} at the end of the run", rank=rank))
+            for rank, items in f.unprocessed:
+                kinds = defaultdict(int)
+                for rid, kind in items:
+                    kinds[(rid, kind)] += 1
+                text = and_join([f"{n} {k} for {r}" for (r, k), n in kinds.items()])
+                out.append(Violation(self.name, f"rank {rank} ends with messages parked for removed "
+                                                f"requests (never processed, never freed): {text}",
+                                     rank=rank))
+            if f.conductor_requests or f.conductor_waiting:
+                left = list(f.conductor_requests + f.conductor_waiting)
+                out.append(Violation(self.name, f"the conductor ends with requests {and_join(left)}"))
+            for rank in f.busy_ranks:
+                out.append(Violation(self.name, f"rank {rank} is still busy at the end", rank=rank))
+        return out

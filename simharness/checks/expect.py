@@ -1,0 +1,49 @@
+"""`expect`: the scenario's own expectations (``expect:`` in the YAML).
+
+``forwards_per_request: {walk: {node: n}}``: every request that completed and whose kind takes
+that walk ran the node `n` times in that walk (all passes together) on each rank that hosts it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from simharness.checks.base import RunContext, Violation, rid_order
+from simharness.engine import events as ev
+
+
+class ExpectCheck:
+    name = "expect"
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str, int, str]] = Counter()
+        self.admitted: dict[str, ev.Admitted] = {}
+
+    def on_Admitted(self, e: ev.Admitted) -> None:
+        self.admitted[e.rid] = e
+
+    def on_Forward(self, e: ev.Forward) -> None:
+        self.counts[(e.walk, e.node, e.rank, e.rid)] += 1
+
+    def finish(self, ctx: RunContext) -> list[Violation]:
+        out = []
+        wanted = ctx.scenario.expect.forwards_per_request
+        for rid in sorted(self.admitted, key=rid_order):
+            if ctx.outcomes.get(rid) != "completed":
+                continue
+            adm = self.admitted[rid]
+            placement = dict(adm.placement)
+            for walk, per_node in wanted.items():
+                if walk not in adm.walks:
+                    continue
+                for node, n in per_node.items():
+                    for rank in placement[ctx.layout.wg_of[(walk, node)]]:
+                        got = self.counts[(walk, node, rank, rid)]
+                        if got != n:
+                            out.append(Violation(
+                                self.name,
+                                f"expected {n} forwards of {node} in {walk} per request "
+                                f"(expect.forwards_per_request), got {got} on rank {rank}",
+                                walk=walk, node=node, rank=rank, request=rid,
+                                details={"count": got, "expected": n}))
+        return out

@@ -1,0 +1,88 @@
+"""`liveness`: every request completes; a hang is reported with its wait-for chain.
+
+The driver reports a `Stalled` request when no event is left (quiescence) or when the request
+passes its timeout in simulated time. This check turns each report into one violation naming the
+request, the walk and pass, the worker graphs that never reported done, and for each node that
+holds something: on which rank, which inputs it holds, which it misses and who would send them,
+or what its engine gate is waiting for. The node named first is the one the chain points at:
+a gated node whose inputs are all there, else a node that holds some inputs but not all.
+"""
+
+from __future__ import annotations
+
+from simharness.checks.base import RunContext, Violation, and_join
+from simharness.engine import events as ev
+
+
+class LivenessCheck:
+    name = "liveness"
+
+    def __init__(self) -> None:
+        self.stalls: list[ev.Stalled] = []
+
+    def on_Stalled(self, e: ev.Stalled) -> None:
+        self.stalls.append(e)
+
+    def finish(self, ctx: RunContext) -> list[Violation]:
+        out = []
+        for s in self.stalls:
+            if not s.walk:
+                out.append(Violation(self.name, f"{s.rid} was never admitted ({s.reason} at "
+                                                f"t={s.t:.3f} s): it waited for a concurrency slot",
+                                     request=s.rid))
+                continue
+            facts = ctx.scenario.walk_facts[s.walk]
+            lines = []
+            chain = []
+            for b in _ordered(s.blocked):
+                held = [h.describe() for h in b.held]
+                entry = {"node": b.node, "rank": b.rank, "wg": b.wg, "counter": b.counter,
+                         "held": [h.name for h in b.held], "missing": list(b.missing)}
+                if b.gate:
+                    text = f"{b.node}@{b.rank} holds every input but its engine gate holds it: {b.gate}"
+                    entry["gate"] = b.gate
+                    entry["missing"] = [f"{n} (walk start)" for n in b.gate_waits]
+                elif b.missing:
+                    wants = []
+                    for name in b.missing:
+                        prod = facts.producers(name, b.node)
+                        wants.append(f"{name} (from {' or '.join(prod) if prod else 'nobody'})")
+                    have = f"holds {and_join(held)} and " if held else ""
+                    text = f"{b.node}@{b.rank} {have}waits for {and_join(wants)}"
+                else:
+                    text = f"{b.node}@{b.rank} is ready but was never run"
+                if b.held_next:
+                    text += f"; its next-iteration slot holds {and_join([h.describe() for h in b.held_next])}"
+                    entry["held_next"] = [h.name for h in b.held_next]
+                lines.append(text)
+                chain.append(entry)
+            pending = and_join([f"{wg} on rank{'s' if len(r) > 1 else ''} {','.join(map(str, r))}"
+                                for wg, r in s.pending])
+            when = ("no event was left" if s.reason == "quiescence"
+                    else f"it passed its {ctx.scenario.limits.request_timeout_s:g} s timeout")
+            first = chain[0] if chain else {}
+            msg = (f"{s.rid} hung in walk {s.walk} (pass {s.pass_no}) at t={s.t:.3f} s ({when}). "
+                   + ". ".join(lines)
+                   + (f". Worker graphs not done: {pending}" if pending else ""))
+            out.append(Violation(
+                self.name, msg, walk=s.walk, node=first.get("node"), rank=first.get("rank"),
+                request=s.rid,
+                details={"reason": s.reason, "pass": s.pass_no,
+                         "missing": first.get("missing", []), "held": first.get("held", []),
+                         "gate": first.get("gate", ""), "chain": chain,
+                         "pending": [{"wg": wg, "ranks": list(r)} for wg, r in s.pending]},
+            ))
+        return out
+
+
+def _ordered(blocked: tuple[ev.BlockedNode, ...]) -> list[ev.BlockedNode]:
+    """Gated nodes first (a root cause), then partly filled nodes, then the rest."""
+    def rank(b: ev.BlockedNode) -> int:
+        if b.gate:
+            return 0
+        if b.held and b.missing:
+            return 1
+        if not b.missing:
+            return 2
+        return 3
+    return sorted(blocked, key=lambda b: (rank(b), b.rank))

@@ -1,0 +1,158 @@
+"""The ``simharness`` command line.
+
+Exit codes: 0 every check passed, 1 a check failed (violations found), 2 bad input or usage.
+Bad input gets one line naming the file, the key path and what was expected; never a traceback.
+With ``--json`` the only thing on stdout is the summary object; everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from simharness import __version__
+from simharness.errors import ScenarioError, UsageError
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+REPORT_MARKER = ".simharness-report"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="simharness",
+        description="Simulate a distributed graph-runtime layout (mstar first) and check it.",
+        epilog="Exit codes: 0 pass, 1 violations found, 2 bad input or usage.",
+    )
+    p.add_argument("--version", action="version", version=f"simharness {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run", help="run a scenario and check it",
+        description="Run a scenario as a deterministic simulation and check every invariant.",
+        epilog="Environment: SIMHARNESS_SEED (seed when --seed is absent), "
+               "SIMHARNESS_CHECK_DETERMINISM=1 (same as --check-determinism).",
+    )
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--runtime", metavar="NAME",
+                     help="runtime under test (default: the scenario's); see 'simharness runtimes'")
+    run.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a scenario key, e.g. --set workload[0].count=10 (repeatable)")
+    run.add_argument("--backend", choices=["sim"], default="sim",
+                     help="driver: sim (simpy, virtual time)")
+    run.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
+    run.add_argument("--report", nargs="?", const="", metavar="DIR",
+                     help="write summary.json, trace.jsonl and a Perfetto trace to DIR "
+                          "(default: reports/<scenario>-<runtime>-seed<N>)")
+    run.add_argument("--trace", metavar="FILE", help="write every event as JSON lines to FILE")
+    run.add_argument("--check-determinism", action="store_true",
+                     help="run twice and fail if the trace digests differ")
+
+    rts = sub.add_parser("runtimes", help="list the runtimes under test")
+    rts.set_defaults(command="runtimes")
+
+    lay = sub.add_parser("layout", help="show how a scenario's walks split into worker graphs")
+    lay.add_argument("scenario", help="scenario YAML file")
+    lay.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args, argv if argv is not None else sys.argv[1:])
+        if args.command == "runtimes":
+            return _runtimes()
+        if args.command == "layout":
+            return _layout(args)
+        _parser().print_help(sys.stderr)
+        return EXIT_USAGE
+    except ScenarioError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    from simharness.report.console import render
+    from simharness.report.summary import build_summary
+    from simharness.run import run_scenario
+    from simharness.scenario.loader import load_scenario
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    seed = args.seed
+    if seed is None and os.environ.get("SIMHARNESS_SEED"):
+        try:
+            seed = int(os.environ["SIMHARNESS_SEED"])
+        except ValueError:
+            raise UsageError(f"SIMHARNESS_SEED must be an integer, got "
+                             f"{os.environ['SIMHARNESS_SEED']!r}") from None
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {seed}")
+    determinism = args.check_determinism or os.environ.get("SIMHARNESS_CHECK_DETERMINISM") == "1"
+    report = run_scenario(scenario, args.runtime, seed, check_determinism=determinism)
+    summary = build_summary(report)
+
+    if args.trace:
+        path = Path(args.trace)
+        if path.exists():
+            print(f"note: replacing existing {path}", file=sys.stderr)
+        report.result.recorder.write_jsonl(path)
+    if args.report is not None:
+        _write_report(report, summary, args.report)
+
+    if args.json:
+        json.dump(summary, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        render(report, sys.stdout, command=["simharness", *argv])
+    return report.exit_code
+
+
+def _write_report(report, summary: dict, target: str) -> None:
+    from simharness.report.perfetto import write_perfetto
+
+    sc = report.scenario
+    out = Path(target) if target else Path("reports") / f"{sc.name}-{report.runtime}-seed{sc.seed}"
+    if out.exists():
+        if not out.is_dir():
+            raise UsageError(f"--report {out}: exists and is not a directory")
+        if any(out.iterdir()) and not (out / REPORT_MARKER).exists():
+            raise UsageError(f"--report {out}: directory is not empty and was not written by "
+                             f"simharness; choose another directory")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / REPORT_MARKER).write_text("written by simharness; safe to replace\n", encoding="utf-8")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    report.result.recorder.write_jsonl(out / "trace.jsonl")
+    write_perfetto(report.result.events, out / "trace.perfetto.json")
+    print(f"report written to {out}/ (summary.json, trace.jsonl, trace.perfetto.json)", file=sys.stderr)
+
+
+def _runtimes() -> int:
+    from simharness.runtime import registry
+
+    for name, target in sorted(registry.available().items()):
+        desc = getattr(target, "description", "") if isinstance(target, type) else f"({target.value})"
+        print(f"{name:<20} {desc}")
+    return EXIT_PASS
+
+
+def _layout(args: argparse.Namespace) -> int:
+    from simharness.placement.layout import Layout
+    from simharness.scenario.loader import load_scenario
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    print(f"{scenario.name}: {len(scenario.walks)} walks on {scenario.placement.num_ranks} ranks")
+    for line in Layout.build(scenario).describe():
+        print(line)
+    return EXIT_PASS
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,223 @@
+"""Trace events: what happened, when, where. Plain immutable records, named in the past tense.
+
+Every driver emits these (the simpy engine now; the real-process backend later) and every check
+and report reads them. Fields are primitives and tuples of primitives, so a trace serialises to
+JSON lines and hashes to a stable digest. Time `t` is simulated seconds.
+
+Signals inside events are described by `SignalRef` tuples:
+``(name, dest, src, src_rank, counter, origin, pass_no, seq)``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from simharness.runtime.signals import Signal
+
+
+class SignalRef(NamedTuple):
+    name: str
+    dest: str
+    src: str
+    src_rank: int
+    counter: int | None
+    origin: str
+    pass_no: int
+    seq: int
+
+    @classmethod
+    def of(cls, sig: Signal) -> SignalRef:
+        return cls(sig.name, sig.dest, sig.src, sig.src_rank, sig.counter, sig.origin,
+                   sig.pass_no, sig.seq)
+
+    def describe(self) -> str:
+        if self.origin == "walk_start":
+            return f"{self.name} (walk start, pass {self.pass_no})"
+        at = "" if self.counter is None else f" at counter {self.counter}"
+        return f"{self.name} from {self.src}@{self.src_rank}{at}"
+
+
+class Submitted(NamedTuple):
+    t: float
+    rid: str
+    kind: str
+
+
+class Admitted(NamedTuple):
+    t: float
+    rid: str
+    kind: str
+    walks: tuple[str, ...]
+    #: (worker graph id, ranks) for every worker graph of the request
+    placement: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+class WalkStarted(NamedTuple):
+    t: float
+    rid: str
+    walk: str
+    pass_no: int
+
+
+class BatchStarted(NamedTuple):
+    t: float
+    rank: int
+    node: str
+    walk: str
+    rids: tuple[str, ...]
+    batch: int
+    duration: float
+
+
+class Forward(NamedTuple):
+    """One node forward for one request, recorded when its batch completes."""
+
+    t: float
+    rank: int
+    rid: str
+    walk: str
+    node: str
+    pass_no: int
+    counter: int | None
+    wg: str
+    batch: int
+    start: float
+
+
+class Routed(NamedTuple):
+    """What one completion sent where (``local:<wg>``, ``rank:<r>``, client, conductor)."""
+
+    t: float
+    rank: int
+    rid: str
+    walk: str
+    node: str
+    pass_no: int
+    #: (loop, curr_iter, max_iters, last) before the completion, innermost first
+    loop_context: tuple[tuple[str, int, int, bool], ...]
+    routes: tuple[tuple[SignalRef, str], ...]
+    filtered: tuple[tuple[str, str], ...]
+    finished_loops: tuple[str, ...]
+    completed_wgs: tuple[str, ...]
+
+
+class Delivered(NamedTuple):
+    """A message's signals arrived at a rank: (signal, worker graph or "", outcome) each."""
+
+    t: float
+    rank: int
+    rid: str
+    walk: str
+    pass_no: int
+    src: int
+    outcomes: tuple[tuple[SignalRef, str, str], ...]
+
+
+class Dropped(NamedTuple):
+    """A signal or message that went nowhere, and why."""
+
+    t: float
+    rank: int
+    rid: str
+    what: str
+    reason: str
+    signals: tuple[SignalRef, ...]
+
+
+class WorkerGraphsDone(NamedTuple):
+    t: float
+    rank: int
+    rid: str
+    wgs: tuple[str, ...]
+    pass_no: int
+
+
+class PassDone(NamedTuple):
+    t: float
+    rid: str
+    walk: str
+    pass_no: int
+
+
+class UnexpectedReport(NamedTuple):
+    """A worker-graph-done report the conductor did not wait for."""
+
+    t: float
+    rid: str
+    rank: int
+    wg: str
+    reason: str
+
+
+class RequestEnded(NamedTuple):
+    t: float
+    rid: str
+    outcome: str  # completed | hung | timeout
+    walks_done: int
+
+
+class Removed(NamedTuple):
+    """A rank tore a request down; what it still held (a clean run holds nothing)."""
+
+    t: float
+    rank: int
+    rid: str
+    #: (worker graph, node, slot, signal)
+    held: tuple[tuple[str, str, str, SignalRef], ...]
+    leftovers: tuple[str, ...]
+
+
+class Emitted(NamedTuple):
+    t: float
+    rank: int
+    rid: str
+    signal: SignalRef
+
+
+class Stalled(NamedTuple):
+    """A request stopped making progress: at quiescence, or at its timeout."""
+
+    t: float
+    rid: str
+    reason: str  # quiescence | timeout
+    walk: str
+    pass_no: int
+    #: (worker graph, ranks that have not reported) for the current pass
+    pending: tuple[tuple[str, tuple[int, ...]], ...]
+    #: per node that holds something or is queued: see `BlockedNode`
+    blocked: tuple[BlockedNode, ...]
+
+
+class BlockedNode(NamedTuple):
+    rank: int
+    wg: str
+    node: str
+    counter: int | None
+    held: tuple[SignalRef, ...]
+    held_next: tuple[SignalRef, ...]
+    missing: tuple[str, ...]
+    #: why the engine gate holds a node whose inputs are all present ("" if it does not)
+    gate: str
+    #: the inputs the gate waits for (walk-start copies)
+    gate_waits: tuple[str, ...]
+    queued: bool
+
+
+class RunEnded(NamedTuple):
+    """The final state of every rank and of the conductor."""
+
+    t: float
+    #: rank -> request ids still known there
+    requests_left: tuple[tuple[int, tuple[str, ...]], ...]
+    #: rank -> (rid, message kind) parked for requests the rank no longer knows
+    unprocessed: tuple[tuple[int, tuple[tuple[str, str], ...]], ...]
+    conductor_requests: tuple[str, ...]
+    conductor_waiting: tuple[str, ...]
+    busy_ranks: tuple[int, ...]
+
+
+Event = (
+    Submitted | Admitted | WalkStarted | BatchStarted | Forward | Routed | Delivered | Dropped
+    | WorkerGraphsDone | PassDone | UnexpectedReport | RequestEnded | Removed | Emitted | Stalled
+    | RunEnded
+)

@@ -1,0 +1,103 @@
+"""The micro-scheduler of one rank: round-robin over (node, walk), continuous batching.
+
+Modelled on mstar's ``MicroScheduler`` (reference/mstar_semantics.md section 4.3):
+
+* a batch is one (node, walk) pair and *every* request for which that node is ready, except
+  requests with a pending removal and those the engine gate holds;
+* among ready pairs, round-robin picks the pair scheduled least recently (never scheduled counts
+  as 0); ties go to the pair seen first, scanning requests in admission order (mstar's order is a
+  Python set's; ours is fixed so runs are deterministic);
+* ``batching="minibatch"`` (the reference, mstar at 6666c623): the scheduler imposes no cap;
+  the engine runs an oversize batch as sequential minibatches of ``max_batch`` inside one
+  execution (see `FakeNodes.duration`);
+* ``batching="backlog"`` (mstar 0.2.1): ``max_batch`` caps a batch; the rest is kept in a
+  backlog that is served before any new scan, so a split set drains first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from simharness.runtime.graph_state import GraphState
+from simharness.runtime.rank import RankRuntime
+
+
+@dataclass
+class Batch:
+    node: str
+    walk: str
+    rids: list[str]
+    number: int
+
+
+class MicroScheduler:
+    def __init__(
+        self,
+        max_batch: Callable[[str, str], int | None],
+        gate: Callable[[str, GraphState], str],
+        batching: str = "minibatch",
+    ) -> None:
+        self._max_batch = max_batch if batching == "backlog" else (lambda node, walk: None)
+        self._gate = gate
+        self.batch_number = 0
+        self.last_scheduled: dict[tuple[str, str], int] = {}
+        #: (node, walk) -> request ids already taken off the ready sets, waiting their turn
+        self.backlog: dict[tuple[str, str], list[str]] = {}
+
+    def drop(self, rid: str) -> None:
+        """A removed request leaves every backlogged batch (mstar ``_drop_backlogged_rid``)."""
+        for key in list(self.backlog):
+            rids = [r for r in self.backlog[key] if r != rid]
+            if rids:
+                self.backlog[key] = rids
+            else:
+                del self.backlog[key]
+
+    def next_batch(self, runtime: RankRuntime, blocked: set[str]) -> Batch | None:
+        batch = self._from_backlog(runtime, blocked)
+        if batch is not None:
+            return batch
+        ready: dict[tuple[str, str], list[tuple[str, GraphState]]] = {}
+        gate = self._gate
+        for node, walk, rid, st in runtime.ready_work():
+            if rid in blocked or gate(node, st):
+                continue
+            ready.setdefault((node, walk), []).append((rid, st))
+        if not ready:
+            return None
+        last = self.last_scheduled
+        best = min(ready, key=lambda k: last.get(k, 0))
+        rids = []
+        for rid, st in ready[best]:
+            st.pop_ready(best[0])
+            rids.append(rid)
+        return self._cap(best, rids)
+
+    def _from_backlog(self, runtime: RankRuntime, blocked: set[str]) -> Batch | None:
+        for key, rids in list(self.backlog.items()):
+            node, walk = key
+            runnable = []
+            for rid in rids:
+                st = runtime.state_of(rid, walk, node)
+                if st is not None and rid not in blocked and not self._gate(node, st):
+                    runnable.append(rid)
+            if not runnable:
+                continue
+            waiting = [r for r in rids if r not in runnable]
+            if waiting:
+                self.backlog[key] = waiting
+            else:
+                del self.backlog[key]
+            return self._cap(key, runnable)
+        return None
+
+    def _cap(self, key: tuple[str, str], rids: list[str]) -> Batch:
+        cap = self._max_batch(key[0], key[1])
+        if cap is not None and len(rids) > cap:
+            rest = rids[cap:]
+            rids = rids[:cap]
+            self.backlog.setdefault(key, []).extend(r for r in rest if r not in self.backlog.get(key, ()))
+        self.batch_number += 1
+        self.last_scheduled[key] = self.batch_number
+        return Batch(key[0], key[1], rids, self.batch_number)

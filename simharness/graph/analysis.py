@@ -1,0 +1,121 @@
+"""Facts about a whole walk that checks and the conductor need.
+
+`WalkFacts` answers: which inputs the conductor must send at the start of a walk (its external
+inputs, plus the first-iteration copies of its loops' loop-back inputs), who produces a given
+(signal, destination) pair (for the hang report's wait-for chain), and how many forwards each node
+runs per pass of the walk when no loop stops early.
+
+The producer graph is a networkx MultiDiGraph: one graph edge per declared output edge, from the
+producing node (or from ``conductor`` for what the walk start provides) to the consumer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from math import prod
+
+import networkx as nx
+
+from simharness.graph.derive import SectionIO, loop_back_pairs, section_io
+from simharness.graph.ir import (
+    CONDUCTOR,
+    SPECIAL_DESTINATIONS,
+    Loop,
+    Node,
+    Pair,
+    Section,
+    enclosing_loops,
+    iter_loops,
+    iter_nodes,
+)
+
+
+@dataclass(frozen=True)
+class WalkFacts:
+    name: str
+    root: Section
+
+    @cached_property
+    def nodes(self) -> dict[str, Node]:
+        return {n.name: n for n in iter_nodes(self.root)}
+
+    @cached_property
+    def loops(self) -> dict[str, Loop]:
+        return {lp.name: lp for lp in iter_loops(self.root)}
+
+    @cached_property
+    def loops_of(self) -> dict[str, tuple[Loop, ...]]:
+        """node -> its enclosing loops, outermost first."""
+        return enclosing_loops(self.root)
+
+    @cached_property
+    def io(self) -> SectionIO:
+        return section_io(self.root)
+
+    @cached_property
+    def seeds(self) -> frozenset[Pair]:
+        """Loop-back pairs whose first copy nothing in the walk produces before the loop runs.
+
+        mstar models send these themselves (BAGEL's signal-only ``latents``/``time_index``); a
+        pair that a node outside the loop body also sends gets its first copy from that node.
+        """
+        out: set[Pair] = set()
+        for loop in self.loops.values():
+            inside = {n.name for n in iter_nodes(loop.body)}
+            fed_from_outside = {
+                e.pair
+                for n in self.nodes.values()
+                if n.name not in inside
+                for e in n.outputs
+            }
+            out |= {p for p in loop_back_pairs(loop) if p not in fed_from_outside}
+        return frozenset(out)
+
+    @cached_property
+    def start_inputs(self) -> frozenset[Pair]:
+        """Everything the conductor sends when the walk starts."""
+        return self.io.ext_inputs | self.seeds
+
+    @cached_property
+    def producer_graph(self) -> nx.MultiDiGraph:
+        g: nx.MultiDiGraph = nx.MultiDiGraph()
+        g.add_nodes_from(self.nodes)
+        for node in self.nodes.values():
+            for e in node.outputs:
+                g.add_edge(node.name, e.to, key=e.name)
+        # A loop's declared outputs leave the loop from whichever body node produces that name.
+        for loop in self.loops.values():
+            body_nodes = [n for n in iter_nodes(loop.body)]
+            for out in loop.outputs + loop.accumulated_outputs:
+                for n in body_nodes:
+                    if any(e.name == out.name for e in n.outputs):
+                        g.add_edge(n.name, out.to, key=out.name)
+        for name, dest in sorted(self.start_inputs):
+            g.add_edge(CONDUCTOR, dest, key=name)
+        return g
+
+    def producers(self, name: str, dest: str) -> list[str]:
+        """Who can send `name` to `dest` in this walk (``conductor`` for walk-start inputs)."""
+        g = self.producer_graph
+        if dest not in g:
+            return []
+        return sorted({src for src, _, key in g.in_edges(dest, keys=True) if key == name})
+
+    def consumers(self) -> set[str]:
+        return {n for n in self.nodes} | set(SPECIAL_DESTINATIONS)
+
+    def iterations(self, node: str) -> int:
+        """Forwards of `node` per pass when every loop runs to ``max_iters``."""
+        return prod(lp.max_iters for lp in self.loops_of[node])
+
+    def counter_sequence(self, node: str) -> list[int | None]:
+        """The innermost loop counter of each forward of one pass, in order (no early stops).
+
+        A node outside every loop has no counter: its one forward per pass records None.
+        """
+        chain = self.loops_of[node]
+        if not chain:
+            return [None]
+        outer = prod(lp.max_iters for lp in chain[:-1])
+        return list(range(chain[-1].max_iters)) * outer

@@ -1,0 +1,114 @@
+"""The placement of a scenario: every worker graph of every walk, and where each one runs.
+
+`Layout` is computed once per scenario. A worker graph (WG) belongs to exactly one walk and one
+node group; the group's ranks split into lockstep instances (``tp_size * sp_size`` ranks each);
+more than one instance means data-parallel replicas, and the conductor picks one per request and
+per group, from the seeded ``placement`` random stream, as mstar picks one with
+``np.random.randint``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from simharness.graph.ir import Loop, Node, Section, Sequential, iter_nodes
+from simharness.placement.divide import divide, group_of_nodes
+from simharness.scenario.model import Scenario
+
+
+@dataclass(frozen=True)
+class WorkerGraph:
+    id: str
+    walk: str
+    section: Section
+    group: int
+    instances: tuple[tuple[int, ...], ...]
+    consumes_stream: bool = False
+
+    @cached_property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in iter_nodes(self.section))
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(r for inst in self.instances for r in inst)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Where one request's worker graphs run: wg id -> ranks of the chosen instance."""
+
+    wg_ranks: dict[str, tuple[int, ...]]
+    replica_of_group: dict[int, int] = field(default_factory=dict)
+
+    @cached_property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(sorted({r for rs in self.wg_ranks.values() for r in rs}))
+
+
+@dataclass(frozen=True)
+class Layout:
+    scenario: Scenario
+    worker_graphs: tuple[WorkerGraph, ...]
+
+    @classmethod
+    def build(cls, scenario: Scenario) -> Layout:
+        groups = scenario.placement.node_groups
+        spec = [(g.node_names, g.graph_walks) for g in groups]
+        wgs: list[WorkerGraph] = []
+        for walk, root in scenario.walks.items():
+            names = [n.name for n in iter_nodes(root)]
+            node_group = group_of_nodes(names, walk, spec)
+            for i, piece in enumerate(divide(root, node_group)):
+                g = groups[piece.group]
+                wgs.append(WorkerGraph(f"{walk}#{i}", walk, piece.section, piece.group,
+                                       g.instances, piece.consumes_stream))
+        return cls(scenario, tuple(wgs))
+
+    @cached_property
+    def by_id(self) -> dict[str, WorkerGraph]:
+        return {wg.id: wg for wg in self.worker_graphs}
+
+    @cached_property
+    def by_walk(self) -> dict[str, tuple[WorkerGraph, ...]]:
+        out: dict[str, list[WorkerGraph]] = {}
+        for wg in self.worker_graphs:
+            out.setdefault(wg.walk, []).append(wg)
+        return {w: tuple(v) for w, v in out.items()}
+
+    @cached_property
+    def wg_of(self) -> dict[tuple[str, str], str]:
+        """(walk, node) -> the worker graph that runs that node in that walk."""
+        return {(wg.walk, n): wg.id for wg in self.worker_graphs for n in wg.node_names}
+
+    @property
+    def num_ranks(self) -> int:
+        return self.scenario.placement.num_ranks
+
+    def assign(self, choose_replica) -> Assignment:
+        """Pick one instance per node group; `choose_replica(n)` returns an index in range(n)."""
+        replica: dict[int, int] = {}
+        groups = self.scenario.placement.node_groups
+        for gid in sorted({wg.group for wg in self.worker_graphs}):
+            n = len(groups[gid].instances)
+            replica[gid] = choose_replica(n) if n > 1 else 0
+        wg_ranks = {wg.id: wg.instances[replica[wg.group]] for wg in self.worker_graphs}
+        return Assignment(wg_ranks, replica)
+
+    def describe(self) -> list[str]:
+        """One line per worker graph, for `--verbose` output and docs."""
+        out = []
+        for wg in self.worker_graphs:
+            ranks = " | ".join(",".join(map(str, inst)) for inst in wg.instances)
+            out.append(f"{wg.id:<22} group {wg.group}  ranks {ranks:<8} {_shape(wg.section)}")
+        return out
+
+
+def _shape(section: Section) -> str:
+    if isinstance(section, Node):
+        return section.name
+    if isinstance(section, Loop):
+        return f"Loop({section.name}: {_shape(section.body)})"
+    inner = ", ".join(_shape(s) for s in section.sections)
+    return f"{'Seq' if isinstance(section, Sequential) else 'Par'}[{inner}]"

@@ -1,0 +1,70 @@
+"""The run summary: the JSON object of DESIGN section 6, and the forward counts behind it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from simharness.checks.base import rid_order
+from simharness.engine import events as ev
+from simharness.run import RunReport
+from simharness.scenario.model import Scenario
+
+ForwardKey = tuple[str, str, int, str]  # walk, node, rank, request
+
+
+def collect_forwards(events: Iterable[Any]) -> dict[ForwardKey, list[int | None]]:
+    out: dict[ForwardKey, list[int | None]] = defaultdict(list)
+    for e in events:
+        if type(e) is ev.Forward:
+            out[(e.walk, e.node, e.rank, e.rid)].append(e.counter)
+    return out
+
+
+def forward_order(scenario: Scenario):
+    """Sort by request, then walks and nodes in the order the scenario declares them, then rank."""
+    walk_pos = {w: i for i, w in enumerate(scenario.walks)}
+    node_pos = {(w, n): i for w, wf in scenario.walk_facts.items() for i, n in enumerate(wf.nodes)}
+
+    def key(k: ForwardKey) -> tuple:
+        walk, node, rank, rid = k
+        return (rid_order(rid), walk_pos.get(walk, 99), node_pos.get((walk, node), 99), rank)
+
+    return key
+
+
+def request_counts(report: RunReport) -> dict[str, int]:
+    outcomes = report.result.outcomes
+    submitted = len(outcomes)
+    return {
+        "submitted": submitted,
+        "completed": sum(1 for o in outcomes.values() if o == "completed"),
+        "hung": sum(1 for o in outcomes.values() if o in ("hung", "timeout")),
+        "failed": sum(1 for o in outcomes.values() if o == "failed"),
+    }
+
+
+def build_summary(report: RunReport) -> dict[str, Any]:
+    sc = report.scenario
+    forwards = collect_forwards(report.result.events)
+    rows = [
+        {"walk": w, "node": n, "rank": r, "request": rid, "count": len(c), "loop_counters": c}
+        for (w, n, r, rid), c in sorted(forwards.items(), key=lambda kv: forward_order(sc)(kv[0]))
+    ]
+    out: dict[str, Any] = {
+        "scenario": sc.name,
+        "runtime": report.runtime,
+        "backend": report.backend,
+        "seed": sc.seed,
+        "fingerprint": sc.fingerprint,
+        "trace_digest": report.trace_digest,
+        "outcome": report.outcome,
+        "requests": request_counts(report),
+        "forwards": rows,
+        "violations": [v.to_json() for v in report.violations],
+        "sim_time_s": round(report.result.sim_time_s, 6),
+        "wall_s": round(report.wall_s, 4),
+    }
+    out.update(report.extra)
+    return out

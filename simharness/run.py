@@ -1,0 +1,104 @@
+"""Run one scenario under one runtime and collect the verdict.
+
+This is the top of the three layers: it builds the runtime under test (`runtime.registry`), the
+driver (`engine.simulation`) and the checks (`checks`), runs, and returns a `RunReport` that the
+CLI prints and the report writers serialise. Library users call `run_scenario` directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from simharness.checks import RunContext, Violation, builtin_checks
+from simharness.engine.simulation import SimResult, Simulation
+from simharness.errors import ScenarioError, UsageError
+from simharness.runtime import registry
+from simharness.scenario.model import Scenario
+
+
+@dataclass
+class RunReport:
+    scenario: Scenario
+    runtime: str
+    backend: str
+    result: SimResult
+    violations: list[Violation]
+    trace_digest: str
+    wall_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        return "fail" if self.violations else "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.violations else 0
+
+
+def with_seed(scenario: Scenario, seed: int | None) -> Scenario:
+    if seed is None or seed == scenario.seed:
+        return scenario
+    return dataclasses.replace(scenario, seed=seed)
+
+
+def build_runtime(scenario: Scenario, name: str | None = None) -> Any:
+    """The runtime named on the command line, else the scenario's own choice with its options."""
+    if name is not None:
+        return registry.resolve(name)
+    try:
+        return registry.resolve(scenario.runtime.name, dict(scenario.runtime.options))
+    except UsageError as exc:
+        raise ScenarioError("runtime", str(exc), source=scenario.source) from None
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError("runtime.options", str(exc), source=scenario.source) from None
+
+
+def simulate(
+    scenario: Scenario, runtime_name: str | None = None, keep_trace: bool = True
+) -> tuple[SimResult, list[Violation]]:
+    runtime = build_runtime(scenario, runtime_name)
+    checks = builtin_checks(scenario)
+    sim = Simulation(scenario, runtime, observers=checks, keep_trace=keep_trace)
+    result = sim.run()
+    ctx = RunContext(scenario, result.layout, result.outcomes)
+    violations = [v for c in checks for v in c.finish(ctx)]
+    order = {c.name: i for i, c in enumerate(checks)}
+    violations.sort(key=lambda v: (order.get(v.check, 99), v.sort_key()))
+    return result, violations
+
+
+def run_scenario(
+    scenario: Scenario,
+    runtime_name: str | None = None,
+    seed: int | None = None,
+    check_determinism: bool = False,
+) -> RunReport:
+    scenario = with_seed(scenario, seed)
+    t0 = time.perf_counter()
+    result, violations = simulate(scenario, runtime_name)
+    wall = time.perf_counter() - t0
+    digest = result.recorder.digest()
+    report = RunReport(scenario, result.runtime, "sim", result, violations, digest, wall)
+    if check_determinism:
+        again, _ = simulate(scenario, runtime_name)
+        second = again.recorder.digest()
+        report.extra["determinism"] = {"first": digest, "second": second}
+        if second != digest:
+            first_diff = _first_difference(result.events, again.events)
+            violations.append(Violation(
+                "determinism",
+                f"the same scenario and seed gave two trace digests ({digest[:19]}... and "
+                f"{second[:19]}...); first difference at event {first_diff}",
+                details={"first_difference": first_diff}))
+    return report
+
+
+def _first_difference(a: list[Any], b: list[Any]) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))

@@ -1,0 +1,372 @@
+"""The per-request state of one worker graph: slots, loops, readiness, completion.
+
+This is the model of mstar's ``WorkerGraphIO`` and its registries (reference/mstar_semantics.md
+sections 1.2, 2.1, 3.5), a pure state machine: signals in, routed outputs out, no I/O and no
+clock. It follows the Python runtime's behaviour, quirks included, with two switches for the Rust
+runtime (`Semantics`):
+
+* ``loop_back_scope``: which loop-back pairs a loop drops when its last iteration completes.
+  ``"all"`` is mstar's Python runtime and the fixed Rust runtime: every pair of the loop's
+  (original, undivided) loop-back set. ``"local"`` is the Rust runtime before the fix, whose
+  compiler kept only pairs whose destination is in this worker graph.
+* ``park_in_done_loops``: the Rust runtime parks an edge that arrives for a node whose loop (or
+  an enclosing loop) is already done, instead of making the node ready again.
+
+Structure. A worker graph has *root entities* (top-level nodes and loops); a loop has its own
+entities. Each registry counts completions; a loop completes an iteration when all its entities
+completed, and either finishes (last iteration or finish signal) or advances: ``curr_iter += 1``,
+each node's current slot is cleared and swapped with its next-iteration slot, inner loops are
+reset, and the saved external inputs are re-routed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from simharness.graph.derive import loop_back_pairs, loop_external_inputs
+from simharness.graph.ir import Edge, Loop, Node, Pair, Parallel, Section, Sequential
+from simharness.runtime.signals import Signal
+
+# Ingest outcomes.
+CURRENT = "current"        #: stored in the node's current slot
+NEXT = "next"              #: stored in the next-iteration slot
+PARKED = "parked"          #: stored, but the node's loop is done: it will not run (Rust)
+REJECTED = "rejected"      #: refused (not this graph, not an input, or both slots full)
+
+
+@dataclass(frozen=True)
+class Semantics:
+    loop_back_scope: str = "all"
+    park_in_done_loops: bool = False
+
+
+class NodeSpec:
+    __slots__ = ("name", "inputs", "input_set", "n_inputs", "outputs", "loop", "async_scheduling")
+
+    def __init__(self, node: Node, loop: LoopSpec | None) -> None:
+        self.name = node.name
+        self.inputs = node.inputs
+        self.input_set = frozenset(node.inputs)
+        self.n_inputs = len(node.inputs)
+        self.outputs = node.outputs
+        self.loop = loop
+        self.async_scheduling = node.async_scheduling
+
+
+class LoopSpec:
+    __slots__ = (
+        "name", "max_iters", "parent", "entities", "n_entities", "outputs", "ext_inputs",
+        "loop_back", "local_loop_back", "dynamic", "depth",
+    )
+
+    def __init__(self, loop: Loop, parent: LoopSpec | None) -> None:
+        self.name = loop.name
+        self.max_iters = loop.max_iters
+        self.parent = parent
+        self.entities: tuple[str, ...] = ()
+        self.n_entities = 0
+        #: declared outputs plus accumulated outputs (emitted once, when the loop finishes)
+        self.outputs: tuple[Edge, ...] = loop.outputs + loop.accumulated_outputs
+        self.ext_inputs: frozenset[Pair] = loop_external_inputs(loop)
+        self.loop_back: frozenset[Pair] = loop_back_pairs(loop)
+        self.local_loop_back: frozenset[Pair] = frozenset()
+        self.dynamic = loop.stop is not None
+        self.depth = 0 if parent is None else parent.depth + 1
+
+
+def loop_key(name: str) -> str:
+    # Entity keys: node names for nodes, "loop:<name>" for loops, so a loop may share a node's name.
+    return "loop:" + name
+
+
+class GraphSpec:
+    """The compiled, immutable part of one worker graph, shared by all requests."""
+
+    def __init__(self, wg_id: str, walk: str, section: Section, semantics: Semantics) -> None:
+        self.id = wg_id
+        self.walk = walk
+        self.semantics = semantics
+        self.nodes: dict[str, NodeSpec] = {}
+        self.loops: dict[str, LoopSpec] = {}
+        self.root: tuple[str, ...] = tuple(self._compile(section, None))
+        self.n_root = len(self.root)
+        for lp in self.loops.values():
+            lp.local_loop_back = frozenset(p for p in lp.loop_back if p[1] in self.nodes)
+        #: what a finishing loop drops: the whole set, or (pre-fix Rust) the local pairs only
+        self.drop_on_exit = {
+            name: (lp.local_loop_back if semantics.loop_back_scope == "local" else lp.loop_back)
+            for name, lp in self.loops.items()
+        }
+
+    def _compile(self, section: Section, loop: LoopSpec | None) -> list[str]:
+        """Register nodes and loops; return the entity keys managed directly by `loop`."""
+        if isinstance(section, Node):
+            self.nodes[section.name] = NodeSpec(section, loop)
+            return [section.name]
+        if isinstance(section, Loop):
+            spec = LoopSpec(section, loop)
+            self.loops[section.name] = spec
+            spec.entities = tuple(self._compile(section.body, spec))
+            spec.n_entities = len(spec.entities)
+            return [loop_key(section.name)]
+        assert isinstance(section, Sequential | Parallel)
+        out: list[str] = []
+        for part in section.sections:
+            out.extend(self._compile(part, loop))
+        return out
+
+
+class LoopState:
+    __slots__ = ("spec", "curr_iter", "done", "finish", "count", "reg_done", "saved", "saved_names")
+
+    def __init__(self, spec: LoopSpec) -> None:
+        self.spec = spec
+        self.curr_iter = 0
+        self.done = False
+        self.finish = False
+        self.count = 0
+        self.reg_done = False
+        #: the loop's external inputs, saved at first ingest, re-routed at every advance
+        self.saved: list[Signal] = []
+        self.saved_names: set[str] = set()
+
+    def reset_metadata(self) -> None:
+        self.saved.clear()
+        self.saved_names.clear()
+        self.curr_iter = 0
+        self.finish = False
+        self.done = False
+
+
+class GraphState:
+    """One request's state in one worker graph (mstar ``WorkerGraphIO``)."""
+
+    __slots__ = ("spec", "cur", "nxt", "ready", "loops", "count", "done", "times_run", "scheduled")
+
+    def __init__(self, spec: GraphSpec) -> None:
+        self.spec = spec
+        self.cur: dict[str, dict[str, Signal]] = {n: {} for n in spec.nodes}
+        self.nxt: dict[str, dict[str, Signal]] = {n: {} for n in spec.nodes}
+        #: nodes whose current slot was full at an ingest; add-only until the scheduler pops
+        #: (mstar's ``ready_names``). A dict, so iteration follows insertion order.
+        self.ready: dict[str, None] = {}
+        self.loops = {name: LoopState(lp) for name, lp in spec.loops.items()}
+        self.count = 0
+        self.done = False
+        self.times_run = 0
+        #: nodes speculatively scheduled: they are never queued as ready (issue 3)
+        self.scheduled: set[str] = set()
+
+    # -- ingest -------------------------------------------------------------------------------
+
+    def ingest(self, sig: Signal, can_buffer: bool = True) -> str:
+        ns = self.spec.nodes.get(sig.dest)
+        if ns is None or sig.name not in ns.input_set:
+            return REJECTED
+        name = sig.name
+        cur = self.cur[ns.name]
+        if name not in cur:
+            cur[name] = sig
+            where = CURRENT
+        else:
+            nxt = self.nxt[ns.name]
+            if not can_buffer or name in nxt:
+                return REJECTED
+            nxt[name] = sig
+            where = NEXT
+        lp = ns.loop
+        if lp is not None:
+            if self.spec.semantics.park_in_done_loops and self._loop_or_ancestor_done(lp):
+                # Rust: "the slot keeps it for reset; queueing the node would start the body again"
+                return PARKED
+            # The loop registries see every ingest on the way up: each loop saves the first copy
+            # of each of its external inputs for re-injection at the next iteration.
+            pair = (name, ns.name)
+            while lp is not None:
+                st = self.loops[lp.name]
+                if pair in lp.ext_inputs and name not in st.saved_names:
+                    st.saved.append(sig)
+                    st.saved_names.add(name)
+                lp = lp.parent
+        if len(cur) == ns.n_inputs and ns.name not in self.scheduled:
+            self.ready[ns.name] = None
+        return where
+
+    def _loop_or_ancestor_done(self, lp: LoopSpec | None) -> bool:
+        while lp is not None:
+            if self.loops[lp.name].done:
+                return True
+            lp = lp.parent
+        return False
+
+    # -- scheduling ---------------------------------------------------------------------------
+
+    def pop_ready(self, node: str) -> bool:
+        """The scheduler takes the node for a batch (mstar ``pop_ready_nodes``)."""
+        return self.ready.pop(node, 0) is None
+
+    def push_back(self, node: str) -> None:
+        self.ready[node] = None
+
+    def is_full(self, node: str) -> bool:
+        return len(self.cur[node]) == self.spec.nodes[node].n_inputs
+
+    def counter(self, node: str) -> int | None:
+        lp = self.spec.nodes[node].loop
+        return None if lp is None else self.loops[lp.name].curr_iter
+
+    def loop_context(self, node: str) -> tuple[tuple[str, int, int, bool], ...]:
+        """(loop, curr_iter, max_iters, last) for each enclosing loop, innermost first."""
+        out = []
+        lp = self.spec.nodes[node].loop
+        while lp is not None:
+            st = self.loops[lp.name]
+            out.append((lp.name, st.curr_iter, lp.max_iters,
+                        st.finish or lp.max_iters == st.curr_iter + 1))
+            lp = lp.parent
+        return tuple(out)
+
+    def register_finish(self, loop: str) -> bool:
+        """A dynamic stop for `loop` (mstar ``register_loop_finish_signal``); False if absent."""
+        st = self.loops.get(loop)
+        if st is None:
+            return False
+        st.finish = True
+        return True
+
+    # -- completion ---------------------------------------------------------------------------
+
+    def clear_current(self, node: str) -> None:
+        """Postprocess step 1: the batch consumed the node's current inputs."""
+        self.cur[node].clear()
+
+    def complete(self, node: str) -> tuple[list[Edge | Signal], frozenset[Pair], list[str]]:
+        """mstar ``WorkerGraphIO.mark_node_complete``.
+
+        Returns the edges to route (declared `Edge`s for this completion's own outputs and the
+        loop outputs; saved `Signal`s for re-injected external inputs), the loop-back pairs
+        filtered out, and the names of loops that finished on this completion.
+        """
+        prev_done = self.done
+        ns = self.spec.nodes[node]
+        finished: list[str] = []
+        if ns.loop is None:
+            self._root_complete(node)
+            # Top-level nodes have no loop to swap their slots: the WG registry clears them here.
+            self.cur[node].clear()
+            edges: list[Edge | Signal] = list(ns.outputs)
+            filtered: frozenset[Pair] = frozenset()
+        else:
+            edges, filtered = self._loop_entity_complete(
+                self.loops[ns.loop.name], node, ns.outputs, finished
+            )
+        if filtered:
+            edges = [e for e in edges if (e.name, _dest(e)) not in filtered]
+        if self.done and not prev_done:
+            self.times_run += 1
+        return edges, filtered, finished
+
+    def _root_complete(self, key: str) -> None:
+        if not self.done and key in self.spec.root:
+            self.count += 1
+            self.done = self.count == self.spec.n_root
+
+    def _loop_entity_complete(
+        self, st: LoopState, key: str, outputs: tuple[Edge, ...], finished: list[str]
+    ) -> tuple[list[Edge | Signal], frozenset[Pair]]:
+        spec = st.spec
+        if not st.reg_done and key in spec.entities:
+            st.count += 1
+            st.reg_done = st.count == spec.n_entities
+        edges: list[Edge | Signal] = list(outputs)
+        if not st.reg_done:
+            return edges, frozenset()
+        loop_edges, filtered = self._complete_iter(st, finished)
+        if filtered:
+            edges = [e for e in edges if (e.name, _dest(e)) not in filtered]
+        edges.extend(loop_edges)
+        return edges, filtered
+
+    def _complete_iter(
+        self, st: LoopState, finished: list[str]
+    ) -> tuple[list[Edge | Signal], frozenset[Pair]]:
+        spec = st.spec
+        if spec.max_iters == st.curr_iter + 1 or st.finish:
+            st.done = True
+            finished.append(spec.name)
+            self._clear_entities(spec)
+            # The parent registry counts the loop as one entity. mstar ignores what that call
+            # returns (an inner loop that closes the outer iteration loses the outer result).
+            if spec.parent is None:
+                self._root_complete(loop_key(spec.name))
+            else:
+                self._loop_entity_complete(self.loops[spec.parent.name], loop_key(spec.name),
+                                           spec.outputs, finished)
+            return list(spec.outputs), self.spec.drop_on_exit[spec.name]
+        st.curr_iter += 1
+        self._reset_entities_for_iter(spec)
+        return list(st.saved), frozenset()
+
+    def _clear_entities(self, spec: LoopSpec) -> None:
+        """mstar ``GraphStateRegistry.clear`` on a loop's inner registry."""
+        st = self.loops[spec.name]
+        st.count = 0
+        st.reg_done = False
+        for key in spec.entities:
+            if key.startswith("loop:"):
+                inner = self.loops[key[5:]]
+                self._clear_entities(inner.spec)
+                inner.reset_metadata()
+            else:
+                self.cur[key].clear()
+                self.nxt[key].clear()
+
+    def _reset_entities_for_iter(self, spec: LoopSpec) -> None:
+        """mstar ``reset_for_iter``: clear each node's current slot and promote its next slot."""
+        st = self.loops[spec.name]
+        st.count = 0
+        st.reg_done = False
+        for key in spec.entities:
+            if key.startswith("loop:"):
+                inner = self.loops[key[5:]]
+                self._reset_entities_for_iter(inner.spec)
+                inner.reset_metadata()
+            else:
+                # Loop-back inputs that arrived early become current. The node is queued only at
+                # its next ingest, even if the promoted slot is already full (mstar quirk Q5).
+                self.cur[key], self.nxt[key] = self.nxt[key], {}
+
+    # -- reset and inspection -----------------------------------------------------------------
+
+    def reset(self) -> None:
+        """mstar ``WorkerGraphIO.clear``: called right after the graph reports done."""
+        self.count = 0
+        self.done = False
+        self.ready.clear()
+        for key in self.spec.root:
+            if key.startswith("loop:"):
+                lp = self.loops[key[5:]]
+                self._clear_entities(lp.spec)
+                lp.reset_metadata()
+            else:
+                self.cur[key].clear()
+                self.nxt[key].clear()
+
+    def held(self) -> Iterator[tuple[str, str, Signal]]:
+        """(node, slot, signal) for every signal still held, nodes in graph order."""
+        for node in self.spec.nodes:
+            for sig in self.cur[node].values():
+                yield node, CURRENT, sig
+            for sig in self.nxt[node].values():
+                yield node, NEXT, sig
+
+    def is_clean(self) -> bool:
+        return (not any(self.cur[n] or self.nxt[n] for n in self.spec.nodes)
+                and all(st.curr_iter == 0 and not st.done and not st.finish
+                        for st in self.loops.values())
+                and self.count == 0 and not self.ready)
+
+
+def _dest(item: Edge | Signal) -> str:
+    return item.to if isinstance(item, Edge) else item.dest

@@ -1,0 +1,242 @@
+"""One rank's runtime: its requests, their worker-graph states, and output routing.
+
+The model of mstar's ``WorkerGraphsManager`` and ``process_node_outputs``
+(reference/mstar_semantics.md section 3.4), as a pure state machine. The driver (simpy or real
+processes) calls it; it never sends anything itself. It answers:
+
+* `admit`: a request arrives (mstar NEW_REQUEST): state for each of its worker graphs here;
+* `deliver`: signals arrive in a message: the message's walk becomes the request's current walk
+  (mstar overwrites ``fwd_info`` with the sender's), then each signal is offered to the current
+  walk's worker graphs in order; a signal none of them accepts is dropped silently, as mstar does;
+* `ready_work` / `take`: what can run, and taking a node for a batch;
+* `complete`: a node finished for one request: the graph state advances, and each output is
+  routed: ingested here (same or sibling worker graph), sent to peer ranks, emitted to the
+  client, or handed to the conductor; every worker graph of the walk that is now done is reset
+  and reported;
+* `remove`: the request is torn down; what it still held is reported for the drain check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from simharness.graph.ir import CLIENT, CONDUCTOR, Edge
+from simharness.placement.layout import Assignment, Layout
+from simharness.runtime.graph_state import (
+    CURRENT,
+    PARKED,
+    REJECTED,
+    GraphSpec,
+    GraphState,
+    Semantics,
+)
+from simharness.runtime.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
+
+
+@dataclass
+class Completion:
+    """Everything one node completion for one request caused on this rank."""
+
+    rid: str
+    node: str
+    walk: str
+    wg: str
+    pass_no: int
+    #: innermost-first (loop, curr_iter, max_iters, last) before the completion
+    loop_context: tuple[tuple[str, int, int, bool], ...]
+    #: loop-back pairs dropped by a loop that finished on this completion
+    filtered: frozenset[tuple[str, str]]
+    finished_loops: list[str]
+    #: (signal, worker graph, outcome) for outputs ingested on this rank
+    local: list[tuple[Signal, str, str]] = field(default_factory=list)
+    #: peer rank -> signals to send there (a refused local signal is sent to this rank itself)
+    to_ranks: dict[int, list[Signal]] = field(default_factory=dict)
+    to_client: list[Signal] = field(default_factory=list)
+    to_conductor: list[Signal] = field(default_factory=list)
+    #: worker graphs of this walk that are done (and were reset) after this completion
+    completed_wgs: list[str] = field(default_factory=list)
+
+    def routed(self) -> Iterator[tuple[Signal, str]]:
+        """Every routed signal with where it went: ``local:<wg>``, ``rank:<r>``, client, conductor."""
+        for sig, wg, _ in self.local:
+            yield sig, f"local:{wg}"
+        for r, sigs in self.to_ranks.items():
+            for sig in sigs:
+                yield sig, f"rank:{r}"
+        for sig in self.to_client:
+            yield sig, CLIENT
+        for sig in self.to_conductor:
+            yield sig, CONDUCTOR
+
+
+@dataclass
+class Held:
+    """A signal still held in a slot, reported at removal or in a hang."""
+
+    wg: str
+    node: str
+    slot: str
+    signal: Signal
+
+
+@dataclass
+class RequestState:
+    rid: str
+    walk: str
+    pass_no: int
+    assignment: Assignment
+    states: dict[str, GraphState]
+    #: this rank's worker graphs of the current walk, in layout order
+    walk_states: list[tuple[str, GraphState]] = field(default_factory=list)
+
+
+class RankRuntime:
+    """The runtime under test on one rank (one worker process in mstar)."""
+
+    def __init__(self, rank: int, layout: Layout, semantics: Semantics) -> None:
+        self.rank = rank
+        self.layout = layout
+        self.semantics = semantics
+        self.specs: dict[str, GraphSpec] = {
+            wg.id: GraphSpec(wg.id, wg.walk, wg.section, semantics)
+            for wg in layout.worker_graphs
+            if rank in wg.ranks
+        }
+        self.wg_of = layout.wg_of
+        self.requests: dict[str, RequestState] = {}
+        self._payloads = layout.scenario.payloads
+        self._default_payload = layout.scenario.payload_bytes("")
+        self._seq = 0
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def admit(self, rid: str, walk: str, pass_no: int, assignment: Assignment) -> None:
+        states = {
+            wg_id: GraphState(spec)
+            for wg_id, spec in self.specs.items()
+            if self.rank in assignment.wg_ranks[wg_id]
+        }
+        req = RequestState(rid, walk, pass_no, assignment, states)
+        self.requests[rid] = req
+        self._set_walk(req, walk, pass_no)
+
+    def _set_walk(self, req: RequestState, walk: str, pass_no: int) -> None:
+        if walk != req.walk or not req.walk_states:
+            req.walk_states = [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
+        req.walk = walk
+        req.pass_no = pass_no
+
+    def deliver(
+        self, rid: str, walk: str, pass_no: int, signals: list[Signal]
+    ) -> list[tuple[Signal, str | None, str]]:
+        """Signals from a message. Returns (signal, worker graph or None, outcome) each."""
+        req = self.requests[rid]
+        self._set_walk(req, walk, pass_no)
+        out = []
+        for sig in signals:
+            for wg_id, st in req.walk_states:
+                outcome = st.ingest(sig)
+                if outcome is not REJECTED:
+                    out.append((sig, wg_id, outcome))
+                    break
+            else:
+                out.append((sig, None, REJECTED))
+        return out
+
+    def remove(self, rid: str) -> list[Held]:
+        """Tear the request down; return what it still held (nothing, in a correct run)."""
+        req = self.requests.pop(rid)
+        return [Held(wg_id, node, slot, sig)
+                for wg_id, st in req.states.items()
+                for node, slot, sig in st.held()]
+
+    def leftovers(self, rid: str) -> list[str]:
+        """Plain-words description of state other than held signals (loops mid-way, queued nodes)."""
+        req = self.requests[rid]
+        out = []
+        for wg_id, st in req.states.items():
+            for name, lp in st.loops.items():
+                if lp.curr_iter or lp.done or lp.finish:
+                    state = "done" if lp.done else f"at counter {lp.curr_iter}"
+                    out.append(f"loop {name!r} in {wg_id} left {state}")
+            for node in st.ready:
+                out.append(f"{node} in {wg_id} still queued as ready")
+        return out
+
+    # -- scheduling ---------------------------------------------------------------------------
+
+    def ready_work(self) -> Iterator[tuple[str, str, str, GraphState]]:
+        """(node, walk, rid, state) for every ready node, requests in admission order."""
+        for rid, req in self.requests.items():
+            for _, st in req.walk_states:
+                for node in st.ready:
+                    yield node, st.spec.walk, rid, st
+
+    def state_of(self, rid: str, walk: str, node: str) -> GraphState | None:
+        req = self.requests.get(rid)
+        if req is None:
+            return None
+        return req.states.get(self.wg_of[(walk, node)])
+
+    # -- completion and routing ---------------------------------------------------------------
+
+    def complete(self, rid: str, node: str, walk: str) -> Completion:
+        req = self.requests[rid]
+        wg_id = self.wg_of[(walk, node)]
+        st = req.states[wg_id]
+        counter = st.counter(node)
+        ctx = st.loop_context(node)
+        st.clear_current(node)
+        items, filtered, finished = st.complete(node)
+        done = Completion(rid, node, walk, wg_id, req.pass_no, ctx, filtered, finished)
+        rank = self.rank
+        wg_ranks = req.assignment.wg_ranks
+        own = st.spec.nodes[node].outputs
+        externals: list[tuple[Signal, tuple[int, ...]]] = []
+        for item in items:
+            if isinstance(item, Edge):
+                self._seq += 1
+                sig = Signal(item.name, item.to, item.persist, item.new_token,
+                             self._payloads.get(item.name, self._default_payload), node, rank,
+                             walk, req.pass_no, counter,
+                             ORIGIN_NODE if any(item is e for e in own) else ORIGIN_LOOP_OUTPUT,
+                             self._seq)
+            else:
+                sig = item
+            if sig.persist:
+                done.to_conductor.append(sig)
+            dest = sig.dest
+            if dest == CLIENT:
+                done.to_client.append(sig)
+                continue
+            if dest == CONDUCTOR:
+                continue
+            dest_wg = self.wg_of[(walk, dest)]
+            ranks = wg_ranks[dest_wg]
+            if rank in ranks:
+                dst = req.states[dest_wg]
+                outcome = dst.ingest(sig)
+                if outcome is REJECTED:
+                    # mstar sends a refused local edge to itself over the message path.
+                    done.to_ranks.setdefault(rank, []).append(sig)
+                else:
+                    done.local.append((sig, dest_wg, outcome))
+            externals.append((sig, ranks))
+        # The done-sweep runs after local ingest and before anything leaves this rank.
+        for wid, wst in req.walk_states if req.walk == walk else self._states_of_walk(req, walk):
+            if wst.done:
+                done.completed_wgs.append(wid)
+                wst.reset()
+        for sig, ranks in externals:
+            for r in ranks:
+                if r != rank:
+                    done.to_ranks.setdefault(r, []).append(sig)
+        return done
+
+    @staticmethod
+    def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, GraphState]]:
+        return [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
+
+
+__all__ = ["CURRENT", "PARKED", "REJECTED", "Completion", "Held", "RankRuntime", "RequestState"]

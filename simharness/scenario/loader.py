@@ -1,0 +1,525 @@
+"""Read a scenario YAML file, apply ``--set`` overrides, validate, and freeze it.
+
+Validation happens here and only here. Every error names the file, the key path and what was
+expected (`ScenarioError`); the CLI turns it into one line and exit code 2. Beyond types and
+unknown keys, the loader checks what would make mstar itself fail or hang for reasons that are
+not runtime bugs: edges to unknown nodes or to inputs the destination does not declare, inputs
+that nobody sends, loops with ``max_iters < 1``, nodes that no node group places, unknown request
+kinds and walks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simharness.errors import ScenarioError
+from simharness.graph.analysis import WalkFacts
+from simharness.graph.derive import produced_names
+from simharness.graph.ir import (
+    CONDUCTOR,
+    SPECIAL_DESTINATIONS,
+    Edge,
+    Loop,
+    Node,
+    Parallel,
+    Section,
+    Sequential,
+)
+from simharness.scenario import fields as f
+from simharness.scenario.model import (
+    Expect,
+    Limits,
+    Network,
+    NodeFacts,
+    NodeGroup,
+    Phase,
+    Placement,
+    RequestKind,
+    RuntimeChoice,
+    Scenario,
+    ScriptStep,
+    WalkCost,
+)
+from simharness.scenario.overrides import apply_overrides
+
+TOP_KEYS = (
+    "name", "description", "seed", "graph", "placement", "runtime", "workload", "network",
+    "payloads", "expect", "limits",
+)
+SECTION_KINDS = ("node", "sequential", "parallel", "loop")
+TRANSPORTS = ("shm", "ipc", "tcp", "rdma")
+DEFAULT_RUNTIME = "mstar-python"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (line {mark.line + 1})", mark
+            )
+        seen[key] = True
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
+)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError("", "file not found", source=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError("", f"cannot read file: {exc}", source=str(path)) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError("", f"not valid YAML{where}: {problem}", source=str(path)) from None
+    if not isinstance(data, dict):
+        raise ScenarioError("", f"expected a mapping at the top level, got {f.describe(data)}",
+                            source=str(path))
+    return data
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, override, validate and freeze one scenario file."""
+    raw = read_yaml(path)
+    raw, overridden = apply_overrides(raw, overrides)
+    default_name = Path(path).stem
+    try:
+        return parse_scenario(raw, source=str(path), default_name=default_name)
+    except ScenarioError as err:
+        for key_path, text in overridden:
+            if err.path == key_path or err.path.startswith((key_path + ".", key_path + "[")):
+                err.message += f" (set by --set {text})"
+                break
+        raise err.with_source(str(path)) from None
+
+
+def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: str = "scenario") -> Scenario:
+    """Validate plain data (as read from YAML) into a frozen `Scenario`."""
+    top = f.mapping(raw, "", TOP_KEYS, required=("graph", "placement", "workload"))
+    name = f.name(top.get("name", default_name), "name", "a scenario name")
+    description = f.string(top.get("description", ""), "description")
+    seed = f.integer(top.get("seed", 0), "seed", minimum=0)
+
+    graph = f.mapping(top["graph"], "graph", ("nodes", "walks", "requests"), required=("walks",))
+    walks = _walks(graph["walks"])
+    facts = {w: WalkFacts(w, root) for w, root in walks.items()}
+    nodes = _node_facts(graph.get("nodes", {}), facts)
+    requests = _requests(graph.get("requests"), walks)
+    _check_inputs_are_sent(requests, facts, graph.get("requests") is None)
+
+    placement = _placement(top["placement"], facts)
+    runtime = _runtime(top.get("runtime", DEFAULT_RUNTIME))
+    workload = _workload(top["workload"], requests)
+    network = _network(top.get("network", {}))
+    payloads = {
+        f.name(k, f.join("payloads", str(k)), "a signal name"): f.size(v, f.join("payloads", str(k)))
+        for k, v in f.mapping(top.get("payloads", {}), "payloads", _any_key(top.get("payloads"))).items()
+    }
+    expect = _expect(top.get("expect", {}), facts)
+    limits = _limits(top.get("limits", {}))
+    return Scenario(
+        name=name,
+        description=description,
+        seed=seed,
+        walks=walks,
+        nodes=nodes,
+        requests=requests,
+        placement=placement,
+        runtime=runtime,
+        workload=workload,
+        network=network,
+        payloads=payloads,
+        expect=expect,
+        limits=limits,
+        source=source,
+        fingerprint=fingerprint(raw),
+        raw=raw,
+    )
+
+
+def fingerprint(raw: dict[str, Any]) -> str:
+    """sha256 over the canonical JSON of the scenario, leaving out seed and prose."""
+    core = {k: v for k, v in raw.items() if k not in ("seed", "name", "description")}
+    text = json.dumps(core, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _any_key(value: Any) -> Iterable[str]:
+    return [k for k in value] if isinstance(value, dict) else []
+
+
+# ---------------------------------------------------------------------------------------------
+# graph.walks
+
+
+class _WalkContext:
+    def __init__(self, walk: str) -> None:
+        self.walk = walk
+        self.node_paths: dict[str, str] = {}
+        self.loop_paths: dict[str, str] = {}
+        self.unnamed_loops = 0
+
+
+def _walks(raw: Any) -> dict[str, Section]:
+    walks_raw = f.mapping(raw, "graph.walks", _any_key(raw))
+    if not walks_raw:
+        raise ScenarioError("graph.walks", "expected at least one walk")
+    walks: dict[str, Section] = {}
+    for walk, body in walks_raw.items():
+        path = f.join("graph.walks", walk)
+        f.name(walk, path, "a walk name")
+        ctx = _WalkContext(walk)
+        root = _section(body, path, ctx)
+        _check_walk(root, ctx)
+        walks[walk] = root
+    return walks
+
+
+def _section(raw: Any, path: str, ctx: _WalkContext) -> Section:
+    if not isinstance(raw, dict):
+        raise ScenarioError(path, f"expected a mapping with one of {', '.join(SECTION_KINDS)}, "
+                                  f"got {f.describe(raw)}")
+    kinds = [k for k in SECTION_KINDS if k in raw]
+    if len(kinds) != 1:
+        found = ", ".join(kinds) if kinds else "none of them"
+        raise ScenarioError(path, f"expected exactly one of {', '.join(SECTION_KINDS)} "
+                                  f"(found {found})")
+    kind = kinds[0]
+    if kind == "node":
+        return _node(raw, path, ctx)
+    if kind in ("sequential", "parallel"):
+        f.mapping(raw, path, (kind,))
+        items = f.sequence(raw[kind], f.join(path, kind), non_empty=True)
+        parts = tuple(_section(item, f.join(f.join(path, kind), i), ctx) for i, item in enumerate(items))
+        cls = Sequential if kind == "sequential" else Parallel
+        return cls(parts, path=path)
+    f.mapping(raw, path, ("loop",))
+    return _loop(raw["loop"], f.join(path, "loop"), ctx)
+
+
+def _node(raw: dict[str, Any], path: str, ctx: _WalkContext) -> Node:
+    f.mapping(raw, path, ("node", "inputs", "outputs", "async"), required=("node",))
+    name = f.name(raw["node"], f.join(path, "node"), "a node name")
+    if name in SPECIAL_DESTINATIONS:
+        raise ScenarioError(f.join(path, "node"), f"{name!r} is reserved for a destination")
+    if name in ctx.node_paths:
+        raise ScenarioError(f.join(path, "node"), f"node {name!r} appears twice in walk "
+                                                  f"{ctx.walk!r} (first at {ctx.node_paths[name]})")
+    ctx.node_paths[name] = path
+    inputs = f.name_list(raw.get("inputs", []), f.join(path, "inputs"), "an input name")
+    outputs = _edges(raw.get("outputs", []), f.join(path, "outputs"))
+    async_ = f.boolean(raw.get("async", True), f.join(path, "async"))
+    return Node(name, inputs, outputs, async_, path=path)
+
+
+def _edges(raw: Any, path: str) -> tuple[Edge, ...]:
+    out = []
+    for i, item in enumerate(f.sequence(raw, path)):
+        p = f.join(path, i)
+        m = f.mapping(item, p, ("name", "to", "persist", "new_token"), required=("name", "to"))
+        to = f.name(m["to"], f.join(p, "to"), "a destination")
+        persist = f.boolean(m.get("persist", to == CONDUCTOR), f.join(p, "persist"))
+        if to == CONDUCTOR and not persist:
+            raise ScenarioError(f.join(p, "persist"), "an edge to conductor hands a tensor to the "
+                                                     "conductor: persist must be true")
+        out.append(Edge(
+            name=f.name(m["name"], f.join(p, "name"), "a signal name"),
+            to=to,
+            persist=persist,
+            new_token=f.boolean(m.get("new_token", False), f.join(p, "new_token")),
+            path=p,
+        ))
+    return tuple(out)
+
+
+def _loop(raw: Any, path: str, ctx: _WalkContext) -> Loop:
+    m = f.mapping(raw, path, ("name", "max_iters", "body", "outputs", "accumulated_outputs"),
+                  required=("max_iters", "body"))
+    if "name" in m:
+        name = f.name(m["name"], f.join(path, "name"), "a loop name")
+    else:
+        ctx.unnamed_loops += 1
+        name = f"{ctx.walk}.loop{ctx.unnamed_loops}"
+    if name in ctx.loop_paths:
+        raise ScenarioError(f.join(path, "name"), f"loop {name!r} appears twice in walk {ctx.walk!r}")
+    ctx.loop_paths[name] = path
+    max_iters = f.integer(m["max_iters"], f.join(path, "max_iters"), minimum=1)
+    body = _section(m["body"], f.join(path, "body"), ctx)
+    outputs = _edges(m.get("outputs", []), f.join(path, "outputs"))
+    accumulated = _edges(m.get("accumulated_outputs", []), f.join(path, "accumulated_outputs"))
+    produced = produced_names(body)
+    for edge in outputs + accumulated:
+        if edge.name not in produced:
+            raise ScenarioError(edge.path, f"loop {name!r} declares output {edge.name!r} but no "
+                                           f"node in its body produces it "
+                                           f"(it produces: {', '.join(sorted(produced)) or 'nothing'})")
+    clash = {e.name for e in outputs} & {e.name for e in accumulated}
+    if clash:
+        raise ScenarioError(f.join(path, "accumulated_outputs"),
+                            f"outputs and accumulated_outputs must differ by name: {sorted(clash)}")
+    return Loop(name, max_iters, body, outputs, accumulated, path=path)
+
+
+def _check_walk(root: Section, ctx: _WalkContext) -> None:
+    """Every edge goes to a node of this walk (or a special destination) and to one of its inputs."""
+    facts = WalkFacts(ctx.walk, root)
+    nodes = facts.nodes
+    loop_outputs = [e for lp in facts.loops.values() for e in lp.outputs + lp.accumulated_outputs]
+    for edge in [e for n in nodes.values() for e in n.outputs] + loop_outputs:
+        if edge.to in SPECIAL_DESTINATIONS:
+            continue
+        if edge.to not in nodes:
+            raise ScenarioError(f.join(edge.path, "to"),
+                                f"edge {edge.name!r} goes to {edge.to!r}, which is not a node of "
+                                f"walk {ctx.walk!r} (nodes: {', '.join(nodes)}; or client, conductor)")
+        if edge.name not in nodes[edge.to].inputs:
+            raise ScenarioError(f.join(edge.path, "name"),
+                                f"edge {edge.name!r} goes to {edge.to}, which has no input named "
+                                f"{edge.name!r} in walk {ctx.walk!r} "
+                                f"(inputs: {', '.join(nodes[edge.to].inputs) or 'none'})")
+
+
+# ---------------------------------------------------------------------------------------------
+# graph.nodes, graph.requests
+
+
+def _node_facts(raw: Any, facts: dict[str, WalkFacts]) -> dict[str, NodeFacts]:
+    known = {n for w in facts.values() for n in w.nodes}
+    out: dict[str, NodeFacts] = {}
+    for node, body in f.mapping(raw, "graph.nodes", _any_key(raw)).items():
+        path = f.join("graph.nodes", node)
+        if node not in known:
+            raise ScenarioError(path, f"node {node!r} appears in no walk "
+                                      f"(nodes in walks: {', '.join(sorted(known))})")
+        m = f.mapping(body, path, ("service_ms", "per_request_ms", "max_batch", "per_walk", "script"))
+        script = tuple(_script_step(item, f.join(f.join(path, "script"), i), node, facts)
+                       for i, item in enumerate(f.sequence(m.get("script", []), f.join(path, "script"))))
+        base = _walk_cost(m, path, WalkCost())
+        per_walk: dict[str, WalkCost] = {}
+        pw = m.get("per_walk", {})
+        for walk, cost in f.mapping(pw, f.join(path, "per_walk"), _any_key(pw)).items():
+            wpath = f.join(f.join(path, "per_walk"), walk)
+            if walk not in facts or node not in facts[walk].nodes:
+                raise ScenarioError(wpath, f"node {node!r} is not in walk {walk!r}")
+            per_walk[walk] = _walk_cost(f.mapping(cost, wpath, ("service_ms", "per_request_ms",
+                                                                "max_batch")), wpath, base)
+        out[node] = NodeFacts(base.service_ms, base.per_request_ms, base.max_batch, per_walk, script)
+    return out
+
+
+def _walk_cost(m: dict[str, Any], path: str, default: WalkCost) -> WalkCost:
+    return WalkCost(
+        service_ms=f.number(m.get("service_ms", default.service_ms), f.join(path, "service_ms"), minimum=0),
+        per_request_ms=f.number(m.get("per_request_ms", default.per_request_ms),
+                                f.join(path, "per_request_ms"), minimum=0),
+        max_batch=(default.max_batch if m.get("max_batch") is None
+                   else f.integer(m["max_batch"], f.join(path, "max_batch"), minimum=1)),
+    )
+
+
+def _script_step(raw: Any, path: str, node: str, facts: dict[str, WalkFacts]) -> ScriptStep:
+    m = f.mapping(raw, path, ("at_counter", "wait_for_walk_start"),
+                  required=("at_counter", "wait_for_walk_start"))
+    at = f.integer(m["at_counter"], f.join(path, "at_counter"), minimum=0)
+    names = f.name_list(m["wait_for_walk_start"], f.join(path, "wait_for_walk_start"),
+                        "an input name", non_empty=True)
+    in_loops = [w for w in facts.values() if node in w.nodes and w.loops_of[node]]
+    if not in_loops:
+        raise ScenarioError(path, f"node {node!r} is in no loop, so it has no loop counter to script")
+    for w in in_loops:
+        missing = [n for n in names if n not in w.nodes[node].inputs]
+        if missing:
+            raise ScenarioError(f.join(path, "wait_for_walk_start"),
+                                f"{node} has no input {missing[0]!r} in walk {w.name!r}")
+    return ScriptStep(at, names, path=path)
+
+
+def _requests(raw: Any, walks: dict[str, Section]) -> dict[str, RequestKind]:
+    if raw is None:
+        # Without request kinds, each walk is a kind of its own: the simplest useful default.
+        return {w: RequestKind(w, (w,)) for w in walks}
+    out: dict[str, RequestKind] = {}
+    for kind, body in f.mapping(raw, "graph.requests", _any_key(raw)).items():
+        path = f.join("graph.requests", kind)
+        f.name(kind, path, "a request kind")
+        if isinstance(body, list):
+            seq, inputs = body, []
+            seq_path = path
+        else:
+            m = f.mapping(body, path, ("walks", "inputs"), required=("walks",))
+            seq, inputs = m["walks"], m.get("inputs", [])
+            seq_path = f.join(path, "walks")
+        items = f.sequence(seq, seq_path, non_empty=True)
+        names = []
+        for i, w in enumerate(items):
+            wn = f.name(w, f.join(seq_path, i), "a walk name")
+            if wn not in walks:
+                raise ScenarioError(f.join(seq_path, i), f"unknown walk {wn!r} "
+                                                         f"(walks: {', '.join(walks)})")
+            names.append(wn)
+        out[kind] = RequestKind(kind, tuple(names),
+                                f.name_list(inputs, f.join(path, "inputs"), "an input name"))
+    if not out:
+        raise ScenarioError("graph.requests", "expected at least one request kind")
+    return out
+
+
+def _check_inputs_are_sent(
+    requests: dict[str, RequestKind], facts: dict[str, WalkFacts], implicit: bool
+) -> None:
+    """Every external input of every walk a request takes must come from somewhere.
+
+    The conductor sends a walk's loop-back seeds itself; other external inputs must be supplied
+    by the client (``graph.requests.KIND.inputs``) or persisted by an earlier walk.
+    """
+    for kind in requests.values():
+        persisted: set[str] = set()
+        for walk in kind.walks:
+            wf = facts[walk]
+            for name, dest in sorted(wf.io.ext_inputs):
+                if name in kind.inputs or name in persisted:
+                    continue
+                node = wf.nodes[dest]
+                path = f.join(f.join(node.path, "inputs"), node.inputs.index(name))
+                supply = ("list it in graph.requests" if implicit
+                          else f"request kind {kind.name!r} neither supplies it (graph.requests."
+                               f"{kind.name}.inputs) nor persists it in an earlier walk")
+                raise ScenarioError(path, f"input {name!r} of node {dest} is never sent in walk "
+                                          f"{walk!r}: no edge in the walk targets it, it is not a "
+                                          f"loop-back input, and {supply}")
+            persisted |= {e.name for n in wf.nodes.values() for e in n.outputs if e.persist}
+
+
+# ---------------------------------------------------------------------------------------------
+# placement, runtime, workload, network, expect, limits
+
+
+def _placement(raw: Any, facts: dict[str, WalkFacts]) -> Placement:
+    m = f.mapping(raw, "placement", ("node_groups", "max_concurrent_requests"), required=("node_groups",))
+    groups_raw = f.sequence(m["node_groups"], "placement.node_groups", non_empty=True)
+    groups: list[NodeGroup] = []
+    for i, g in enumerate(groups_raw):
+        path = f.join("placement.node_groups", i)
+        gm = f.mapping(g, path, ("node_names", "ranks", "graph_walks", "tp_size", "sp_size"),
+                       required=("node_names", "ranks"))
+        names = f.name_list(gm["node_names"], f.join(path, "node_names"), "a node name", non_empty=True)
+        ranks_raw = f.sequence(gm["ranks"], f.join(path, "ranks"), non_empty=True)
+        ranks = tuple(f.integer(r, f.join(f.join(path, "ranks"), j), minimum=0)
+                      for j, r in enumerate(ranks_raw))
+        if len(set(ranks)) != len(ranks):
+            raise ScenarioError(f.join(path, "ranks"), "a rank is listed twice")
+        walks = None
+        if "graph_walks" in gm:
+            walks = f.name_list(gm["graph_walks"], f.join(path, "graph_walks"), "a walk name")
+            for j, w in enumerate(walks):
+                if w not in facts:
+                    raise ScenarioError(f.join(f.join(path, "graph_walks"), j),
+                                        f"unknown walk {w!r} (walks: {', '.join(facts)})")
+        tp = f.integer(gm.get("tp_size", 1), f.join(path, "tp_size"), minimum=1)
+        sp = f.integer(gm.get("sp_size", 1), f.join(path, "sp_size"), minimum=1)
+        if tp * sp > 1:
+            raise ScenarioError(f.join(path, "tp_size" if tp > 1 else "sp_size"),
+                                "tensor and sequence parallel groups are not modelled yet; "
+                                "use tp_size: 1 and sp_size: 1")
+        if len(ranks) % (tp * sp):
+            raise ScenarioError(f.join(path, "ranks"),
+                                f"{len(ranks)} ranks do not split into instances of tp_size*sp_size "
+                                f"= {tp * sp}")
+        groups.append(NodeGroup(names, ranks, walks, tp, sp, path=path))
+    all_ranks = sorted({r for g in groups for r in g.ranks})
+    missing = sorted(set(range(all_ranks[-1] + 1)) - set(all_ranks))
+    if missing:
+        raise ScenarioError("placement.node_groups",
+                            f"ranks must be 0..N-1 without gaps (mstar names workers worker_0.."
+                            f"worker_N-1); rank {missing[0]} is used by no group")
+    for walk, wf in facts.items():
+        for node in wf.nodes.values():
+            if not any(node.name in g.node_names and (g.graph_walks is None or walk in g.graph_walks)
+                       for g in groups):
+                raise ScenarioError("placement.node_groups",
+                                    f"node {node.name!r} of walk {walk!r} ({node.path}) is not "
+                                    f"placed: no node group lists it for that walk")
+    mcr = m.get("max_concurrent_requests")
+    return Placement(
+        tuple(groups),
+        None if mcr is None else f.integer(mcr, "placement.max_concurrent_requests", minimum=1),
+    )
+
+
+def _runtime(raw: Any) -> RuntimeChoice:
+    if isinstance(raw, str):
+        return RuntimeChoice(f.name(raw, "runtime", "a runtime name"))
+    m = f.mapping(raw, "runtime", ("name", "options"), required=("name",))
+    options = f.mapping(m.get("options", {}), "runtime.options", _any_key(m.get("options")))
+    return RuntimeChoice(f.name(m["name"], "runtime.name", "a runtime name"), dict(options))
+
+
+def _workload(raw: Any, requests: dict[str, RequestKind]) -> tuple[Phase, ...]:
+    phases = []
+    for i, item in enumerate(f.sequence(raw, "workload", non_empty=True)):
+        path = f.join("workload", i)
+        m = f.mapping(item, path, ("request", "count", "concurrency"), required=("request", "count"))
+        kind = f.name(m["request"], f.join(path, "request"), "a request kind")
+        if kind not in requests:
+            raise ScenarioError(f.join(path, "request"), f"unknown request kind {kind!r} "
+                                                         f"(kinds: {', '.join(requests)})")
+        count = f.integer(m["count"], f.join(path, "count"), minimum=0)
+        conc = f.integer(m.get("concurrency", 1), f.join(path, "concurrency"), minimum=1)
+        phases.append(Phase(kind, count, conc))
+    return tuple(phases)
+
+
+def _network(raw: Any) -> Network:
+    m = f.mapping(raw, "network", ("transport", "latency_us", "bandwidth_gbps"))
+    transport = f.string(m.get("transport", "shm"), "network.transport")
+    if transport not in TRANSPORTS:
+        raise ScenarioError("network.transport", f"expected one of {', '.join(TRANSPORTS)}, "
+                                                 f"got {transport!r}")
+    return Network(
+        transport,
+        f.number(m.get("latency_us", 10.0), "network.latency_us", minimum=0),
+        f.number(m.get("bandwidth_gbps", 100.0), "network.bandwidth_gbps", positive=True),
+    )
+
+
+def _expect(raw: Any, facts: dict[str, WalkFacts]) -> Expect:
+    m = f.mapping(raw, "expect", ("forwards_per_request",))
+    fpr: dict[str, dict[str, int]] = {}
+    fpr_raw = m.get("forwards_per_request", {})
+    for walk, counts in f.mapping(fpr_raw, "expect.forwards_per_request", _any_key(fpr_raw)).items():
+        path = f.join("expect.forwards_per_request", walk)
+        if walk not in facts:
+            raise ScenarioError(path, f"unknown walk {walk!r} (walks: {', '.join(facts)})")
+        fpr[walk] = {}
+        for node, n in f.mapping(counts, path, _any_key(counts)).items():
+            if node not in facts[walk].nodes:
+                raise ScenarioError(f.join(path, node), f"walk {walk!r} has no node {node!r}")
+            fpr[walk][node] = f.integer(n, f.join(path, node), minimum=0)
+    return Expect(fpr)
+
+
+def _limits(raw: Any) -> Limits:
+    m = f.mapping(raw, "limits", ("request_timeout_s",))
+    return Limits(f.number(m.get("request_timeout_s", 600.0), "limits.request_timeout_s", positive=True))

@@ -1,0 +1,177 @@
+"""The frozen `Scenario` object that flows through the whole harness.
+
+A scenario is read once (`simharness.scenario.loader.load_scenario`) and never changed afterwards.
+It holds the model of the model (walks built from the graph IR and per-node facts), the placement
+in mstar's own terms (node groups), the runtime to test, the workload, the network and payload
+sizes, and the user's own expectations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from simharness.graph.analysis import WalkFacts
+from simharness.graph.ir import Section
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptStep:
+    """A scripted fake-node behaviour at one loop counter.
+
+    ``wait_for_walk_start``: at this counter the node's engine gate (mstar ``check_ready``) holds
+    it until each named input in its current slot is the copy the conductor sent when the walk
+    started. This is how a node that reads its loop counter and (re)initialises from the walk's
+    start is modelled.
+    """
+
+    at_counter: int
+    wait_for_walk_start: tuple[str, ...]
+    path: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WalkCost:
+    """Cost and batch cap of a node in one walk (prefill and decode differ)."""
+
+    service_ms: float = 1.0
+    per_request_ms: float = 0.0
+    max_batch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """Fake-node behaviour: cost of one batch, batch cap, per-walk overrides, scripted gates."""
+
+    service_ms: float = 1.0
+    per_request_ms: float = 0.0
+    max_batch: int | None = None
+    per_walk: Mapping[str, WalkCost] = field(default_factory=dict)
+    script: tuple[ScriptStep, ...] = ()
+
+    def cost(self, walk: str) -> WalkCost:
+        own = self.per_walk.get(walk)
+        if own is not None:
+            return own
+        return WalkCost(self.service_ms, self.per_request_ms, self.max_batch)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestKind:
+    """The walks a request of this kind takes, in order, and what the client supplies."""
+
+    name: str
+    walks: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """One entry of mstar's ``node_groups``; its index in the list is the group id."""
+
+    node_names: tuple[str, ...]
+    ranks: tuple[int, ...]
+    graph_walks: tuple[str, ...] | None = None
+    tp_size: int = 1
+    sp_size: int = 1
+    path: str = field(default="", compare=False)
+
+    @property
+    def instance_size(self) -> int:
+        return self.tp_size * self.sp_size
+
+    @property
+    def instances(self) -> tuple[tuple[int, ...], ...]:
+        """Rank blocks of one lockstep instance each; more than one means data-parallel replicas."""
+        k = self.instance_size
+        return tuple(self.ranks[i : i + k] for i in range(0, len(self.ranks), k))
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    node_groups: tuple[NodeGroup, ...]
+    max_concurrent_requests: int | None = None
+
+    @property
+    def num_ranks(self) -> int:
+        return 1 + max(r for g in self.node_groups for r in g.ranks)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeChoice:
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """A closed-loop phase: `count` requests of one kind, at most `concurrency` in flight.
+
+    Phases run one after the other: the next starts when every request of this one has ended.
+    """
+
+    request: str
+    count: int
+    concurrency: int
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    transport: str = "shm"
+    latency_us: float = 10.0
+    bandwidth_gbps: float = 100.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    #: The API server's per-request budget (mstar ``--timeout``, default 600 s), in simulated time.
+    request_timeout_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    #: walk -> node -> forwards per request on each rank that runs the node.
+    forwards_per_request: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    seed: int
+    walks: Mapping[str, Section]
+    nodes: Mapping[str, NodeFacts]
+    requests: Mapping[str, RequestKind]
+    placement: Placement
+    runtime: RuntimeChoice
+    workload: tuple[Phase, ...]
+    network: Network
+    payloads: Mapping[str, int]
+    expect: Expect
+    limits: Limits
+    source: str = field(default="<memory>", compare=False)
+    #: sha256 of the canonical scenario (the seed excluded): identifies the layout and load.
+    fingerprint: str = field(default="", compare=False)
+    #: The validated plain-data form, for writing a scenario back out (fuzz cases, reports).
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def walk_facts(self) -> dict[str, WalkFacts]:
+        return {name: WalkFacts(name, root) for name, root in self.walks.items()}
+
+    def node_facts(self, node: str) -> NodeFacts:
+        return self.nodes.get(node, DEFAULT_NODE_FACTS)
+
+    def payload_bytes(self, signal: str) -> int:
+        return self.payloads.get(signal, DEFAULT_PAYLOAD_BYTES)
+
+    @property
+    def total_requests(self) -> int:
+        return sum(p.count for p in self.workload)
+
+
+DEFAULT_NODE_FACTS = NodeFacts()
+#: A signal with no size in `payloads` is a small tensor (one token id, a flag).
+DEFAULT_PAYLOAD_BYTES = 64

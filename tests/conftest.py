@@ -1,0 +1,23 @@
+"""Shared test configuration: hypothesis profiles and small fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Verbosity, settings
+
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=200, deadline=None)
+settings.register_profile("debug", max_examples=20, deadline=None, verbosity=Verbosity.verbose)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+
+@pytest.fixture
+def scenarios_dir() -> Path:
+    return SCENARIOS
