@@ -61,15 +61,15 @@ def split_loop(max_iters: int = 3, ranks: tuple[int, int] = (0, 1), count: int =
     )
 
 
-def counts(report) -> dict[tuple[str, str, int, str], int]:  # noqa: ANN001
+def counts(report) -> dict[tuple[str, str, int, str], int]:
     from simharness.report.summary import collect_forwards
     return {k: len(v) for k, v in collect_forwards(report.result.events).items()}
 
 
-def run(raw_or_scenario: Any, runtime: str | None = None, **kw: Any):  # noqa: ANN201
+def run(raw_or_scenario: Any, runtime: str | None = None, **kw: Any):
     sc = raw_or_scenario if isinstance(raw_or_scenario, Scenario) else build(raw_or_scenario)
     return run_scenario(sc, runtime, **kw)
 
 
-def checks_failed(report) -> set[str]:  # noqa: ANN001
+def checks_failed(report) -> set[str]:
     return {v.check for v in report.violations}

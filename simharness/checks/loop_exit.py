@@ -24,7 +24,7 @@ class LoopExitCheck:
     def __init__(self, scenario: Scenario) -> None:
         #: (rid, walk, pass, loop) where the last iteration has begun -> (node, rank, t)
         self.last_begun: dict[tuple[str, str, int, str], tuple[str, int, float]] = {}
-        self.routed: list[tuple[ev.Routed, str, list[tuple[ev.SignalRef, str]]]] = []
+        self.routed: list[tuple[ev.Forward, str, list[tuple[ev.SignalRef, str]]]] = []
         #: walk -> loop -> the loop-back pairs of the loop as written
         self._loop_back = {
             walk: {name: loop_back_pairs(lp) for name, lp in wf.loops.items()}
@@ -34,7 +34,7 @@ class LoopExitCheck:
                            for walk, wf in scenario.walk_facts.items()
                            for name, lp in wf.loops.items()}
 
-    def on_Routed(self, e: ev.Routed) -> None:
+    def on_Forward(self, e: ev.Forward) -> None:
         loops = self._loop_back.get(e.walk, {})
         for name, _curr, _mx, last in e.loop_context:
             if last:

@@ -28,8 +28,7 @@ class ApiClient:
     def deliver(self, msg: Any) -> None:
         rid = msg.rid
         if isinstance(msg, ResultTensors):
-            self.sim.recorder.emit(ev.Emitted(self.sim.env.now, msg.rank, rid,
-                                              ev.SignalRef.of(msg.signal)))
+            self.sim.recorder.emit(ev.Emitted(self.sim.env.now, msg.rank, rid, msg.signal))
         if not self.sim.policy.drain_barrier:
             return
         if isinstance(msg, ResultTensors):

@@ -4,8 +4,9 @@ Every driver emits these (the simpy engine now; the real-process backend later) 
 and report reads them. Fields are primitives and tuples of primitives, so a trace serialises to
 JSON lines and hashes to a stable digest. Time `t` is simulated seconds.
 
-Signals inside events are described by `SignalRef` tuples:
-``(name, dest, src, src_rank, counter, origin, pass_no, seq)``.
+Signals inside events are the `Signal` objects the runtime routed. A signal is never changed
+after it is produced, so an event can hold it; its repr is a compact identity (name, destination,
+producing rank, sequence number) and that is what the digest hashes.
 """
 
 from __future__ import annotations
@@ -14,39 +15,20 @@ from typing import NamedTuple
 
 from simharness.runtime.signals import Signal
 
-
-class SignalRef(NamedTuple):
-    name: str
-    dest: str
-    src: str
-    src_rank: int
-    counter: int | None
-    origin: str
-    pass_no: int
-    seq: int
-
-    @classmethod
-    def of(cls, sig: Signal) -> SignalRef:
-        return cls(sig.name, sig.dest, sig.src, sig.src_rank, sig.counter, sig.origin,
-                   sig.pass_no, sig.seq)
-
-    def describe(self) -> str:
-        if self.origin == "walk_start":
-            return f"{self.name} (walk start, pass {self.pass_no})"
-        at = "" if self.counter is None else f" at counter {self.counter}"
-        return f"{self.name} from {self.src}@{self.src_rank}{at}"
+#: kept for readability in annotations: a signal as recorded in an event
+SignalRef = Signal
 
 
 class Submitted(NamedTuple):
     t: float
     rid: str
-    kind: str
+    request_kind: str
 
 
 class Admitted(NamedTuple):
     t: float
     rid: str
-    kind: str
+    request_kind: str
     walks: tuple[str, ...]
     #: (worker graph id, ranks) for every worker graph of the request
     placement: tuple[tuple[str, tuple[int, ...]], ...]
@@ -70,7 +52,8 @@ class BatchStarted(NamedTuple):
 
 
 class Forward(NamedTuple):
-    """One node forward for one request, recorded when its batch completes."""
+    """One node forward for one request, recorded when its batch completes, with what the
+    completion routed where (``local:<wg>``, ``rank:<r>``, client, conductor)."""
 
     t: float
     rank: int
@@ -82,17 +65,6 @@ class Forward(NamedTuple):
     wg: str
     batch: int
     start: float
-
-
-class Routed(NamedTuple):
-    """What one completion sent where (``local:<wg>``, ``rank:<r>``, client, conductor)."""
-
-    t: float
-    rank: int
-    rid: str
-    walk: str
-    node: str
-    pass_no: int
     #: (loop, curr_iter, max_iters, last) before the completion, innermost first
     loop_context: tuple[tuple[str, int, int, bool], ...]
     routes: tuple[tuple[SignalRef, str], ...]
@@ -217,7 +189,7 @@ class RunEnded(NamedTuple):
 
 
 Event = (
-    Submitted | Admitted | WalkStarted | BatchStarted | Forward | Routed | Delivered | Dropped
+    Submitted | Admitted | WalkStarted | BatchStarted | Forward | Delivered | Dropped
     | WorkerGraphsDone | PassDone | UnexpectedReport | RequestEnded | Removed | Emitted | Stalled
     | RunEnded
 )

@@ -150,7 +150,6 @@ class Simulation:
         pending = tuple((wg, req.assignment.wg_ranks[wg]) for wg in req.pending)
         blocked: list[ev.BlockedNode] = []
         gate = self.fake_nodes.gate_detail
-        Ref = ev.SignalRef.of
         for r in req.assignment.ranks:
             rs = self.workers[r].runtime.requests.get(rid)
             if rs is None:
@@ -164,8 +163,8 @@ class Simulation:
                     missing = tuple(i for i in ns.inputs if i not in cur)
                     closed, waits = ("", ()) if missing else gate(node, st)
                     rows.append(ev.BlockedNode(
-                        r, wg_id, node, st.counter(node), tuple(Ref(s) for s in cur.values()),
-                        tuple(Ref(s) for s in nxt.values()), missing, closed, waits,
+                        r, wg_id, node, st.counter(node), tuple(cur.values()),
+                        tuple(nxt.values()), missing, closed, waits,
                         node in st.ready))
                 interesting = [b for b in rows if b.held or b.held_next or b.queued or b.gate]
                 if not interesting and wg_id in req.pending:

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from simharness.engine import events as ev
+from simharness.runtime.signals import Signal
 
 EVENT_TYPES: tuple[type, ...] = (
-    ev.Submitted, ev.Admitted, ev.WalkStarted, ev.BatchStarted, ev.Forward, ev.Routed,
+    ev.Submitted, ev.Admitted, ev.WalkStarted, ev.BatchStarted, ev.Forward,
     ev.Delivered, ev.Dropped, ev.WorkerGraphsDone, ev.PassDone, ev.UnexpectedReport,
     ev.RequestEnded, ev.Removed, ev.Emitted, ev.Stalled, ev.RunEnded,
 )
@@ -57,18 +58,21 @@ class Recorder:
 
 
 def canonical(event: Any) -> str:
-    # repr of floats is the shortest round-tripping form, identical on every run and platform.
+    # repr of floats is the shortest round-tripping form, identical on every run and platform;
+    # signals print as their compact identity (see Signal.__repr__).
     return f"{type(event).__name__}{tuple(event)!r}"
 
 
 def to_json(event: Any) -> dict[str, Any]:
     def conv(v: Any) -> Any:
+        if isinstance(v, Signal):
+            return v.to_json()
         if hasattr(v, "_asdict"):
             return {k: conv(x) for k, x in v._asdict().items()}
         if isinstance(v, tuple | list):
             return [conv(x) for x in v]
         return v
 
-    out = {"kind": type(event).__name__}
+    out = {"event": type(event).__name__}
     out.update({k: conv(v) for k, v in event._asdict().items()})
     return out

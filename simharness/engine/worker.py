@@ -34,8 +34,6 @@ from simharness.runtime.signals import Signal
 if TYPE_CHECKING:
     from simharness.engine.simulation import Simulation
 
-Ref = ev.SignalRef.of
-
 
 class Worker:
     def __init__(self, sim: Simulation, rank: int, runtime: RankRuntime) -> None:
@@ -85,14 +83,10 @@ class Worker:
             start = env.now
             emit(ev.BatchStarted(start, self.rank, batch.node, batch.walk, tuple(batch.rids),
                                  batch.number, duration))
-            counters = []
-            for rid in batch.rids:
-                st = self.runtime.state_of(rid, batch.walk, batch.node)
-                counters.append(st.counter(batch.node) if st is not None else None)
             self.busy = True
             self.in_flight = set(batch.rids)
             yield env.timeout(duration)
-            self._postprocess(batch, counters, start)
+            self._postprocess(batch, start)
             self.busy = False
             self.in_flight = set()
             if self.pending_removes:
@@ -131,7 +125,7 @@ class Worker:
 
     def _park_unprocessed(self, msg: Any) -> None:
         self.unprocessed.setdefault(msg.rid, []).append(msg.kind)
-        sigs = tuple(Ref(s) for s in getattr(msg, "signals", ()))
+        sigs = tuple(getattr(msg, "signals", ()))
         self.sim.recorder.emit(ev.Dropped(
             self.env.now, self.rank, msg.rid, msg.kind,
             "arrived after the request was removed on this rank; parked in unprocessed messages "
@@ -140,9 +134,8 @@ class Worker:
     def _ingest(self, rid: str, walk: str, pass_no: int, signals: list[Signal], src: int) -> None:
         outcomes = self.runtime.deliver(rid, walk, pass_no, signals)
         emit = self.sim.recorder.emit
-        emit(ev.Delivered(self.env.now, self.rank, rid, walk, pass_no, src,
-                          tuple((Ref(s), wg or "", o) for s, wg, o in outcomes)))
-        lost = tuple(Ref(s) for s, _, o in outcomes if o is REJECTED)
+        emit(ev.Delivered(self.env.now, self.rank, rid, walk, pass_no, src, tuple(outcomes)))
+        lost = tuple(s for s, _, o in outcomes if o is REJECTED)
         if lost:
             emit(ev.Dropped(self.env.now, self.rank, rid, "input_signals",
                             f"no worker graph of walk {walk!r} on this rank accepted it "
@@ -160,32 +153,37 @@ class Worker:
         self.emit_count.pop(rid, None)
         self.sim.recorder.emit(ev.Removed(
             self.env.now, self.rank, rid,
-            tuple((h.wg, h.node, h.slot, Ref(h.signal)) for h in held), leftovers))
+            tuple((h.wg, h.node, h.slot, h.signal) for h in held), leftovers))
 
     # -- postprocess --------------------------------------------------------------------------
 
-    def _postprocess(self, batch: Batch, counters: list[int | None], start: float) -> None:
+    def _postprocess(self, batch: Batch, start: float) -> None:
         sim = self.sim
         emit = sim.recorder.emit
         now = self.env.now
         rank = self.rank
         completions = []
-        for rid, counter in zip(batch.rids, counters, strict=True):
-            if rid not in self.runtime.requests:
+        complete = self.runtime.complete
+        requests = self.runtime.requests
+        node, walk, number = batch.node, batch.walk, batch.number
+        for rid in batch.rids:
+            if rid not in requests:
                 continue
-            c = self.runtime.complete(rid, batch.node, batch.walk)
+            c = complete(rid, node, walk)
             completions.append(c)
-            emit(ev.Forward(now, rank, rid, batch.walk, batch.node, c.pass_no, counter, c.wg,
-                            batch.number, start))
-            emit(ev.Routed(now, rank, rid, batch.walk, batch.node, c.pass_no, c.loop_context,
-                           tuple((Ref(s), where) for s, where in c.routed()),
-                           tuple(sorted(c.filtered)), tuple(c.finished_loops),
-                           tuple(c.completed_wgs)))
+            emit(ev.Forward(now, rank, rid, walk, node, c.pass_no, c.counter, c.wg, number, start,
+                            c.loop_context, tuple(c.routes), tuple(c.filtered),
+                            tuple(c.finished_loops), tuple(c.completed_wgs)))
         send = sim.network.send
+        workers = sim.workers
         for c in completions:
-            for r in sorted(c.to_ranks):
-                sigs = c.to_ranks[r]
-                send(rank, r, sum(s.nbytes for s in sigs), sim.workers[r].deliver,
+            to_ranks = c.to_ranks
+            for r in sorted(to_ranks) if len(to_ranks) > 1 else to_ranks:
+                sigs = to_ranks[r]
+                nbytes = 0
+                for s in sigs:
+                    nbytes += s.nbytes
+                send(rank, r, nbytes, workers[r].deliver,
                      InputSignals(c.rid, c.walk, c.pass_no, sigs, rank))
             if c.to_conductor:
                 self.persist_buffer.setdefault(c.rid, []).extend(c.to_conductor)

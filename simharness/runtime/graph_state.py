@@ -42,7 +42,8 @@ class Semantics:
 
 
 class NodeSpec:
-    __slots__ = ("name", "inputs", "input_set", "n_inputs", "outputs", "loop", "async_scheduling")
+    __slots__ = ("name", "inputs", "input_set", "n_inputs", "outputs", "output_ids", "loop",
+                 "async_scheduling")
 
     def __init__(self, node: Node, loop: LoopSpec | None) -> None:
         self.name = node.name
@@ -50,6 +51,8 @@ class NodeSpec:
         self.input_set = frozenset(node.inputs)
         self.n_inputs = len(node.inputs)
         self.outputs = node.outputs
+        #: identities of this node's own output edges (a loop's outputs are other Edge objects)
+        self.output_ids = frozenset(id(e) for e in node.outputs)
         self.loop = loop
         self.async_scheduling = node.async_scheduling
 

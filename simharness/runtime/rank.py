@@ -34,40 +34,38 @@ from simharness.runtime.graph_state import (
 from simharness.runtime.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 
 
-@dataclass
 class Completion:
     """Everything one node completion for one request caused on this rank."""
 
-    rid: str
-    node: str
-    walk: str
-    wg: str
-    pass_no: int
-    #: innermost-first (loop, curr_iter, max_iters, last) before the completion
-    loop_context: tuple[tuple[str, int, int, bool], ...]
-    #: loop-back pairs dropped by a loop that finished on this completion
-    filtered: frozenset[tuple[str, str]]
-    finished_loops: list[str]
-    #: (signal, worker graph, outcome) for outputs ingested on this rank
-    local: list[tuple[Signal, str, str]] = field(default_factory=list)
-    #: peer rank -> signals to send there (a refused local signal is sent to this rank itself)
-    to_ranks: dict[int, list[Signal]] = field(default_factory=dict)
-    to_client: list[Signal] = field(default_factory=list)
-    to_conductor: list[Signal] = field(default_factory=list)
-    #: worker graphs of this walk that are done (and were reset) after this completion
-    completed_wgs: list[str] = field(default_factory=list)
+    __slots__ = ("rid", "node", "walk", "wg", "pass_no", "counter", "loop_context", "filtered",
+                 "finished_loops", "routes", "local", "to_ranks", "to_client", "to_conductor",
+                 "completed_wgs")
 
-    def routed(self) -> Iterator[tuple[Signal, str]]:
-        """Every routed signal with where it went: ``local:<wg>``, ``rank:<r>``, client, conductor."""
-        for sig, wg, _ in self.local:
-            yield sig, f"local:{wg}"
-        for r, sigs in self.to_ranks.items():
-            for sig in sigs:
-                yield sig, f"rank:{r}"
-        for sig in self.to_client:
-            yield sig, CLIENT
-        for sig in self.to_conductor:
-            yield sig, CONDUCTOR
+    def __init__(self, rid: str, node: str, walk: str, wg: str, pass_no: int, counter: int | None,
+                 loop_context: tuple[tuple[str, int, int, bool], ...],
+                 filtered: frozenset[tuple[str, str]], finished_loops: list[str]) -> None:
+        self.rid = rid
+        self.node = node
+        self.walk = walk
+        self.wg = wg
+        self.pass_no = pass_no
+        #: the node's innermost loop counter for this forward (None outside loops)
+        self.counter = counter
+        #: innermost-first (loop, curr_iter, max_iters, last) before the completion
+        self.loop_context = loop_context
+        #: loop-back pairs dropped by a loop that finished on this completion
+        self.filtered = filtered
+        self.finished_loops = finished_loops
+        #: every routed signal with where it went: ``local:<wg>``, ``rank:<r>``, client, conductor
+        self.routes: list[tuple[Signal, str]] = []
+        #: (signal, worker graph, outcome) for outputs ingested on this rank
+        self.local: list[tuple[Signal, str, str]] = []
+        #: peer rank -> signals to send there (a refused local signal is sent to this rank itself)
+        self.to_ranks: dict[int, list[Signal]] = {}
+        self.to_client: list[Signal] = []
+        self.to_conductor: list[Signal] = []
+        #: worker graphs of this walk that are done (and were reset) after this completion
+        self.completed_wgs: list[str] = []
 
 
 @dataclass
@@ -104,6 +102,13 @@ class RankRuntime:
             if rank in wg.ranks
         }
         self.wg_of = layout.wg_of
+        #: walk -> destination node -> its worker graph (the routing lookup of one output edge)
+        self._dest_wg: dict[str, dict[str, str]] = {}
+        for (walk, node), wg in layout.wg_of.items():
+            self._dest_wg.setdefault(walk, {})[node] = wg
+        # Route labels, made once: a completion records where each signal went.
+        self._local_label = {wg.id: "local:" + wg.id for wg in layout.worker_graphs}
+        self._rank_label = {r: f"rank:{r}" for r in range(layout.num_ranks)}
         self.requests: dict[str, RequestState] = {}
         self._payloads = layout.scenario.payloads
         self._default_payload = layout.scenario.payload_bytes("")
@@ -185,53 +190,73 @@ class RankRuntime:
         req = self.requests[rid]
         wg_id = self.wg_of[(walk, node)]
         st = req.states[wg_id]
-        counter = st.counter(node)
-        ctx = st.loop_context(node)
+        ns = st.spec.nodes[node]
+        if ns.loop is None:
+            counter, ctx = None, ()
+        else:
+            counter = st.loops[ns.loop.name].curr_iter
+            ctx = st.loop_context(node)
         st.clear_current(node)
         items, filtered, finished = st.complete(node)
-        done = Completion(rid, node, walk, wg_id, req.pass_no, ctx, filtered, finished)
+        pass_no = req.pass_no
+        done = Completion(rid, node, walk, wg_id, pass_no, counter, ctx, filtered, finished)
         rank = self.rank
         wg_ranks = req.assignment.wg_ranks
-        own = st.spec.nodes[node].outputs
+        states = req.states
+        dest_wg_of = self._dest_wg[walk]
+        routes = done.routes
+        add_route = routes.append
+        local_label, rank_label = self._local_label, self._rank_label
+        own = ns.output_ids
+        payloads, default_payload = self._payloads, self._default_payload
         externals: list[tuple[Signal, tuple[int, ...]]] = []
         for item in items:
-            if isinstance(item, Edge):
+            if type(item) is Edge:
                 self._seq += 1
                 sig = Signal(item.name, item.to, item.persist, item.new_token,
-                             self._payloads.get(item.name, self._default_payload), node, rank,
-                             walk, req.pass_no, counter,
-                             ORIGIN_NODE if any(item is e for e in own) else ORIGIN_LOOP_OUTPUT,
+                             payloads.get(item.name, default_payload), node, rank, walk, pass_no,
+                             counter, ORIGIN_NODE if id(item) in own else ORIGIN_LOOP_OUTPUT,
                              self._seq)
             else:
                 sig = item
             if sig.persist:
                 done.to_conductor.append(sig)
+                add_route((sig, CONDUCTOR))
             dest = sig.dest
             if dest == CLIENT:
                 done.to_client.append(sig)
+                add_route((sig, CLIENT))
                 continue
             if dest == CONDUCTOR:
                 continue
-            dest_wg = self.wg_of[(walk, dest)]
+            dest_wg = dest_wg_of[dest]
             ranks = wg_ranks[dest_wg]
             if rank in ranks:
-                dst = req.states[dest_wg]
-                outcome = dst.ingest(sig)
+                outcome = states[dest_wg].ingest(sig)
                 if outcome is REJECTED:
                     # mstar sends a refused local edge to itself over the message path.
                     done.to_ranks.setdefault(rank, []).append(sig)
+                    add_route((sig, rank_label[rank]))
                 else:
                     done.local.append((sig, dest_wg, outcome))
+                    add_route((sig, local_label[dest_wg]))
+                if len(ranks) == 1:
+                    continue
             externals.append((sig, ranks))
         # The done-sweep runs after local ingest and before anything leaves this rank.
         for wid, wst in req.walk_states if req.walk == walk else self._states_of_walk(req, walk):
             if wst.done:
                 done.completed_wgs.append(wid)
                 wst.reset()
+        to_ranks = done.to_ranks
         for sig, ranks in externals:
             for r in ranks:
                 if r != rank:
-                    done.to_ranks.setdefault(r, []).append(sig)
+                    bucket = to_ranks.get(r)
+                    if bucket is None:
+                        bucket = to_ranks[r] = []
+                    bucket.append(sig)
+                    add_route((sig, rank_label[r]))
         return done
 
     @staticmethod

@@ -60,14 +60,18 @@ class Signal:
         return (self.name, self.dest)
 
     def describe(self) -> str:
+        """For people: ``latents from combine_cfg@0 at counter 48`` or ``latents (walk start, pass 1)``."""
         if self.origin == ORIGIN_WALK_START:
-            return f"{self.name}→{self.dest} (walk start, pass {self.pass_no})"
+            return f"{self.name} (walk start, pass {self.pass_no})"
         at = "" if self.counter is None else f" at counter {self.counter}"
-        return f"{self.name}→{self.dest} (from {self.src}@{self.src_rank}{at}, pass {self.pass_no})"
+        return f"{self.name} from {self.src}@{self.src_rank}{at}"
 
-    def key(self) -> tuple:
-        """What identifies this copy in a trace digest."""
-        return (self.name, self.dest, self.src, self.src_rank, self.seq)
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "dest": self.dest, "src": self.src, "src_rank": self.src_rank,
+                "counter": self.counter, "origin": self.origin, "pass": self.pass_no,
+                "seq": self.seq}
 
     def __repr__(self) -> str:
-        return f"Signal({self.describe()})"
+        # Compact and complete as an identity: traces hash this. A producer numbers its signals
+        # in order, so (producing rank, seq) names one copy; name and destination make it readable.
+        return f"<{self.name}>{self.dest}@{self.src_rank}#{self.seq}>"

@@ -3,6 +3,7 @@
 KEY is a key path as error messages print it (``placement.max_concurrent_requests``,
 ``workload[1].concurrency``, ``graph.walks.image_gen_cfg.sequential[0].loop.max_iters``). VALUE
 is read as a YAML scalar or flow value, so ``3``, ``true``, ``[1, 2]`` and ``{a: 1}`` all work.
+Index N of a list with N items appends an item.
 The overridden data then goes through the same validation as the file; the original data is
 never modified in place.
 """
@@ -71,11 +72,15 @@ def _assign(data: Any, tokens: list[str | int], value: Any, key: str) -> None:
         if isinstance(tok, int):
             if not isinstance(here, list):
                 raise ScenarioError(key, f"{walked or 'the scenario'} is not a list", source="--set")
-            if tok >= len(here):
+            if tok > len(here) or (tok == len(here) and not last):
                 raise ScenarioError(key, f"{walked} has {len(here)} items, no index {tok}",
                                     source="--set")
             if last:
-                here[tok] = value
+                # Index N of a list of N items appends: `--set workload[2]={...}` adds a phase.
+                if tok == len(here):
+                    here.append(value)
+                else:
+                    here[tok] = value
             else:
                 here = here[tok]
             walked += f"[{tok}]"

@@ -1,0 +1,55 @@
+"""The three layers import in one direction only.
+
+The runtime model never imports the engine or the checks; the engine never imports the checks;
+the checks never import the engine's driver; nothing in simharness imports pyzmq or torch.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[2] / "simharness"
+
+RULES = {
+    "runtime": ("simharness.engine", "simharness.checks", "simharness.report", "simharness.cli"),
+    "graph": ("simharness.engine", "simharness.checks", "simharness.runtime", "simharness.placement"),
+    "placement": ("simharness.engine", "simharness.checks", "simharness.runtime"),
+    "scenario": ("simharness.engine", "simharness.checks", "simharness.runtime"),
+    "engine": ("simharness.checks", "simharness.report", "simharness.cli"),
+    "checks": ("simharness.engine.simulation", "simharness.engine.worker", "simharness.engine.conductor"),
+}
+NEVER = ("zmq", "torch")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            out.update(a.name for a in n.names)
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            out.add(n.module)
+    return out
+
+
+def test_imports_point_one_way():
+    bad = []
+    for layer, forbidden in RULES.items():
+        for f in (PKG / layer).rglob("*.py"):
+            for mod in _imports(f):
+                if mod.startswith(forbidden):
+                    bad.append(f"{f.relative_to(PKG)} imports {mod}")
+    assert bad == []
+
+
+def test_no_heavy_imports_in_the_library():
+    bad = [f"{f.relative_to(PKG)}: {m}" for f in PKG.rglob("*.py") for m in _imports(f)
+           if m.split(".")[0] in NEVER]
+    assert bad == []
+
+
+def test_every_module_has_a_docstring():
+    missing = [str(f.relative_to(PKG)) for f in PKG.rglob("*.py")
+               if ast.get_docstring(ast.parse(f.read_text())) is None]
+    assert missing == []

@@ -1,0 +1,137 @@
+"""Bad input: one line naming the file, the key path and what was expected; exit 2; no traceback."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from simharness.cli import main
+from tests.helpers import split_loop
+
+
+def _mut(fn):
+    def apply(raw):
+        raw = copy.deepcopy(raw)
+        fn(raw)
+        return raw
+    return apply
+
+
+def _loop(raw):
+    return raw["graph"]["walks"]["w"]["sequential"][0]["loop"]
+
+
+CASES = [
+    # (id, mutation of a valid scenario, expected key path, expected words)
+    ("unknown top-level key", _mut(lambda r: r.update(colour="red")), "colour", "unknown key"),
+    ("unknown node key", _mut(lambda r: _loop(r)["body"]["sequential"][0].update(inptus=["x"])),
+     "graph.walks.w.sequential[0].loop.body.sequential[0].inptus", "unknown key"),
+    ("wrong type", _mut(lambda r: _loop(r).update(max_iters="ten")),
+     "graph.walks.w.sequential[0].loop.max_iters", "expected an integer"),
+    ("max_iters below 1", _mut(lambda r: _loop(r).update(max_iters=0)),
+     "graph.walks.w.sequential[0].loop.max_iters", "expected an integer >= 1"),
+    ("unplaced node", _mut(lambda r: r["placement"]["node_groups"][1]["node_names"].remove("C")),
+     "placement.node_groups", "node 'C' of walk 'w'"),
+    ("edge to unknown node",
+     _mut(lambda r: _loop(r)["body"]["sequential"][0]["outputs"][0].update(to="Z")),
+     "graph.walks.w.sequential[0].loop.body.sequential[0].outputs[0].to", "not a node of walk"),
+    ("edge to an input the node lacks",
+     _mut(lambda r: _loop(r)["body"]["sequential"][0]["outputs"][0].update(name="q")),
+     "graph.walks.w.sequential[0].loop.body.sequential[0].outputs[0].name", "has no input named"),
+    ("input nobody sends",
+     _mut(lambda r: _loop(r)["body"]["sequential"][0]["inputs"].append("ghost")),
+     "graph.walks.w.sequential[0].loop.body.sequential[0].inputs[1]", "never sent"),
+    ("unknown request kind", _mut(lambda r: r["workload"][0].update(request="nope")),
+     "workload[0].request", "unknown request kind"),
+    ("negative count", _mut(lambda r: r["workload"][0].update(count=-3)),
+     "workload[0].count", "expected an integer >= 0"),
+    ("unknown walk in a request kind", _mut(lambda r: r["graph"]["requests"]["req"]["walks"].append("x")),
+     "graph.requests.req.walks[1]", "unknown walk"),
+    ("rank gap", _mut(lambda r: r["placement"]["node_groups"][1].update(ranks=[2])),
+     "placement.node_groups", "without gaps"),
+    ("node twice in a walk",
+     _mut(lambda r: r["graph"]["walks"]["w"]["sequential"].append(
+         {"node": "A", "inputs": [], "outputs": []})),
+     "graph.walks.w.sequential[2].node", "appears twice"),
+    ("unknown runtime", _mut(lambda r: r.update(runtime="mstar-cobol")), "runtime", "unknown runtime"),
+    ("bad runtime option", _mut(lambda r: r.update(runtime={"name": "mstar-python",
+                                                             "options": {"batching": "x"}})),
+     "runtime.options", "batching must be one of"),
+    ("zero concurrency", _mut(lambda r: r["workload"][0].update(concurrency=0)),
+     "workload[0].concurrency", ">= 1"),
+    ("bad size", _mut(lambda r: r.update(payloads={"x": "lots"})), "payloads.x", "a size such as"),
+]
+
+
+def _run_cli(capsys, args):
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_malformed_scenario_gives_one_line_and_exit_2(tmp_path, capsys, case):
+    _, mutate, path, words = case
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(mutate(split_loop())))
+    code, out, err = _run_cli(capsys, ["run", str(f)])
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert str(f) in lines[0]
+    assert f"{path}:" in lines[0], lines[0]
+    assert words in lines[0]
+
+
+@pytest.mark.parametrize("text,words", [
+    ("graph: [unclosed", "not valid YAML at line"),
+    ("- just\n- a list\n", "expected a mapping at the top level"),
+    ("name: a\nname: b\n", "duplicate key 'name'"),
+    ("", "expected a mapping at the top level"),
+])
+def test_unreadable_files(tmp_path, capsys, text, words):
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    code, _, err = _run_cli(capsys, ["run", str(f)])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and words in err and str(f) in err
+
+
+def test_missing_file(capsys, tmp_path):
+    code, _, err = _run_cli(capsys, ["run", str(tmp_path / "nope.yaml")])
+    assert code == 2 and "file not found" in err
+
+
+def test_overrides_are_validated_like_the_file(tmp_path, capsys):
+    f = tmp_path / "ok.yaml"
+    f.write_text(yaml.safe_dump(split_loop()))
+    code, _, err = _run_cli(capsys, ["run", str(f), "--set", "workload[0].count=-1"])
+    assert code == 2 and "workload[0].count" in err and "set by --set workload[0].count=-1" in err
+    code, _, err = _run_cli(capsys, ["run", str(f), "--set", "workload[4].count=1"])
+    assert code == 2 and "no index 4" in err
+    code, _, err = _run_cli(capsys, ["run", str(f), "--set", "nokey"])
+    assert code == 2 and "expected KEY=VALUE" in err
+    code, out, _ = _run_cli(capsys, ["run", str(f), "--set", "workload[0].count=1", "--json"])
+    assert code == 0 and '"submitted": 1' in out
+
+
+def test_unknown_runtime_on_the_command_line(tmp_path, capsys):
+    f = tmp_path / "ok.yaml"
+    f.write_text(yaml.safe_dump(split_loop()))
+    code, _, err = _run_cli(capsys, ["run", str(f), "--runtime", "nope"])
+    assert code == 2 and "unknown runtime 'nope'" in err
+
+
+def test_a_real_process_exits_2_without_a_traceback(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("graph: {walks: {}}\nplacement: {node_groups: []}\nworkload: []\n")
+    proc = subprocess.run([sys.executable, "-m", "simharness.cli", "run", str(f)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"error: {f}: graph.walks: ")
