@@ -80,8 +80,8 @@ def run_scenario(
     scenario = with_seed(scenario, seed)
     t0 = time.perf_counter()
     result, violations = simulate(scenario, runtime_name)
-    wall = time.perf_counter() - t0
     digest = result.recorder.digest()
+    wall = time.perf_counter() - t0
     report = RunReport(scenario, result.runtime, "sim", result, violations, digest, wall)
     if check_determinism:
         again, _ = simulate(scenario, runtime_name)

@@ -22,8 +22,10 @@ class LoopExitCheck:
     name = "loop_exit"
 
     def __init__(self, scenario: Scenario) -> None:
-        #: (rid, walk, pass, loop) where the last iteration has begun -> (node, rank, t)
-        self.last_begun: dict[tuple[str, str, int, str], tuple[str, int, float]] = {}
+        #: ((rid, walk, pass), loop) whose last iteration has begun -> (node, rank, t)
+        self.last_begun: dict[tuple[tuple[str, str, int], str], tuple[str, int, float]] = {}
+        #: (rid, walk, pass) -> loops whose last iteration has begun, in order
+        self._ended: dict[tuple[str, str, int], list[str]] = {}
         self.routed: list[tuple[ev.Forward, str, list[tuple[ev.SignalRef, str]]]] = []
         #: walk -> loop -> the loop-back pairs of the loop as written
         self._loop_back = {
@@ -35,13 +37,17 @@ class LoopExitCheck:
                            for name, lp in wf.loops.items()}
 
     def on_Forward(self, e: ev.Forward) -> None:
-        loops = self._loop_back.get(e.walk, {})
+        key = (e.rid, e.walk, e.pass_no)
         for name, _curr, _mx, last in e.loop_context:
-            if last:
-                self.last_begun.setdefault((e.rid, e.walk, e.pass_no, name), (e.node, e.rank, e.t))
-        for name, pairs in loops.items():
-            if (e.rid, e.walk, e.pass_no, name) not in self.last_begun:
-                continue
+            if last and (key, name) not in self.last_begun:
+                self.last_begun[(key, name)] = (e.node, e.rank, e.t)
+                self._ended.setdefault(key, []).append(name)
+        ended = self._ended.get(key)
+        if not ended:
+            return  # the common case: no loop of this request's pass is in its last iteration
+        loops = self._loop_back.get(e.walk, {})
+        for name in ended:
+            pairs = loops.get(name, ())
             stray = [(sig, where) for sig, where in e.routes if (sig.name, sig.dest) in pairs]
             if stray:
                 self.routed.append((e, name, stray))
@@ -54,7 +60,7 @@ class LoopExitCheck:
                 by_where[where].append(f"{sig.name}→{sig.dest}")
             parts = [f"{and_join(edges)} ({_where_text(where, e.rank)})" for where, edges in by_where.items()]
             mx = self._max_iters.get((e.walk, loop), 0)
-            first = self.last_begun[(e.rid, e.walk, e.pass_no, loop)]
+            first = self.last_begun[((e.rid, e.walk, e.pass_no), loop)]
             out.append(Violation(
                 self.name,
                 f"{e.node} on rank {e.rank} routed {len(stray)} loop-back edge"

@@ -14,6 +14,7 @@ Nothing here reads the wall clock; `wall_s` is measured by the caller around `ru
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,6 +107,17 @@ class Simulation:
     # -- running ------------------------------------------------------------------------------
 
     def run(self) -> SimResult:
+        # The trace keeps every event alive, so the cyclic collector would rescan a growing heap
+        # over and over; nothing the run creates needs it before the end.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _run(self) -> SimResult:
         env = self.env
         env.process(self._workload())
         for w in self.workers:
