@@ -22,7 +22,7 @@ from pathlib import Path
 
 import simpy
 
-from simharness.engine import events as ev
+from simharness import events as ev
 from simharness.run import run_scenario
 from simharness.scenario.loader import load_scenario
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join, rid_order
-from simharness.engine import events as ev
 
 
 class DrainCheck:

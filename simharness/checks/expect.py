@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
-from simharness.engine import events as ev
 
 
 class ExpectCheck:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, counters_text, rid_order
-from simharness.engine import events as ev
 
 Key = tuple[str, str, int, str]  # walk, node, rank, rid
 

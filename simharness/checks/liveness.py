@@ -10,8 +10,8 @@ a gated node whose inputs are all there, else a node that holds some inputs but 
 
 from __future__ import annotations
 
+from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join
-from simharness.engine import events as ev
 
 
 class LivenessCheck:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join
-from simharness.engine import events as ev
 from simharness.graph.derive import loop_back_pairs
 from simharness.scenario.model import Scenario
 

@@ -1,5 +1,6 @@
-"""The simpy driver: conductor, ranks, micro-scheduler, links, random streams, trace events.
+"""The simpy driver: runs the pure loops of `simharness.runtime` in virtual time over simulated
+links (`network`), under a closed-loop workload (`simulation`).
 
-The engine carries out what the runtime under test decides; it holds no routing policy of its
-own, and it never imports the checks (they observe the events it emits).
+The engine holds no routing or scheduling policy of its own (that is the runtime's), and it never
+imports the checks: they observe the events the loops emit.
 """

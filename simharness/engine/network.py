@@ -14,9 +14,6 @@ from typing import Any
 
 import simpy
 
-CONDUCTOR_ID = -1
-CLIENT_ID = -2
-
 #: Bytes of framing and metadata in every message (request info, edge descriptors).
 CONTROL_BYTES = 512
 

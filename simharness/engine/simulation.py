@@ -1,4 +1,9 @@
-"""The simpy driver: wires conductor, ranks, network and workload, and runs to the end.
+"""The simpy driver: runs the pure loops (conductor, one worker loop per rank, API client) in
+virtual time, over simulated links, under a closed-loop workload.
+
+Each rank is a simpy process: it handles the messages that arrived, takes a batch, stays busy for
+the batch's service time (the fake node's cost), then finishes it and sends what it produced.
+Every `Send` a loop returns travels over `Network` to its endpoint's handler.
 
 The run loop steps the simpy environment itself so that it can notice two things simpy alone
 would not tell apart:
@@ -21,17 +26,18 @@ from typing import Any
 
 import simpy
 
-from simharness.engine import events as ev
-from simharness.engine.client import ApiClient
-from simharness.engine.conductor import Conductor
-from simharness.engine.fake_nodes import FakeNodes
+from simharness import events as ev
 from simharness.engine.network import Network
-from simharness.engine.rng import RandomStreams
-from simharness.engine.trace import Recorder
-from simharness.engine.worker import Worker
 from simharness.placement.layout import Layout
+from simharness.rng import RandomStreams
+from simharness.runtime.api_client import ApiClient
+from simharness.runtime.conductor import Conductor
+from simharness.runtime.fake_nodes import FakeNodes
+from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.worker_loop import WorkerLoop
 from simharness.scenario.model import Scenario
+from simharness.trace import Recorder
 
 INF = float("inf")
 
@@ -70,13 +76,36 @@ class Simulation:
         net = scenario.network
         self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8)
         self.fake_nodes = FakeNodes(scenario)
-        self.workers = [Worker(self, r, runtime.build_rank(r, self.layout))
-                        for r in range(self.layout.num_ranks)]
-        self.conductor = Conductor(self)
-        self.client = ApiClient(self)
+        emit = self.recorder.emit
+        self.workers = [
+            SimWorker(self, WorkerLoop(r, runtime.build_rank(r, self.layout), self.fake_nodes,
+                                       self.policy, emit))
+            for r in range(self.layout.num_ranks)
+        ]
+        self.conductor = Conductor(scenario, self.layout, self.policy,
+                                   lambda n: self.streams.choice_index("placement", n), emit)
+        self.client = ApiClient(self.policy, emit)
+        #: endpoint -> its message handler
+        self._handlers: dict[int, Any] = {w.rank: w.deliver for w in self.workers}
+        self._handlers[CONDUCTOR_ID] = self._conductor_deliver
+        self._handlers[CLIENT_ID] = self._client_deliver
         self.outcomes: dict[str, str] = {}
         self._next_id = 0
         self._workload_done = False
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def send_all(self, src: int, sends: list[Send]) -> None:
+        net_send = self.network.send
+        handlers = self._handlers
+        for s in sends:
+            net_send(src, s.dst, s.nbytes, handlers[s.dst], s.msg)
+
+    def _conductor_deliver(self, msg: Any) -> None:
+        self.send_all(CONDUCTOR_ID, self.conductor.handle(msg, self.env.now))
+
+    def _client_deliver(self, msg: Any) -> None:
+        self.send_all(CLIENT_ID, self.client.handle(msg, self.env.now))
 
     # -- workload -----------------------------------------------------------------------------
 
@@ -91,8 +120,8 @@ class Simulation:
                     rid = f"r{self._next_id}"
                     self._next_id += 1
                     done = env.event()
-                    self.conductor.submit(
-                        rid, kind, lambda outcome, d=done, r=rid: self._ended(r, d, outcome))
+                    self.send_all(CONDUCTOR_ID, self.conductor.submit(
+                        rid, kind, env.now, lambda outcome, d=done, r=rid: self._ended(r, d, outcome)))
                     yield done
 
             procs = [env.process(client()) for _ in range(min(phase.concurrency, phase.count))]
@@ -150,7 +179,9 @@ class Simulation:
 
     def _stall(self, rid: str, reason: str) -> None:
         self.recorder.emit(self.stall_report(rid, reason))
-        self.conductor.abort(rid, "hung" if reason == "quiescence" else "timeout")
+        self.client.forget(rid)
+        self.send_all(CONDUCTOR_ID, self.conductor.abort(
+            rid, "hung" if reason == "quiescence" else "timeout", self.env.now))
 
     def stall_report(self, rid: str, reason: str) -> ev.Stalled:
         """What the request is waiting for, right now, on every rank."""
@@ -163,7 +194,7 @@ class Simulation:
         blocked: list[ev.BlockedNode] = []
         gate = self.fake_nodes.gate_detail
         for r in req.assignment.ranks:
-            rs = self.workers[r].runtime.requests.get(rid)
+            rs = self.workers[r].loop.runtime.requests.get(rid)
             if rs is None:
                 continue
             for wg_id, st in rs.states.items():
@@ -185,12 +216,55 @@ class Simulation:
         return ev.Stalled(now, rid, reason, walk, req.step, pending, tuple(blocked))
 
     def _final_state(self) -> ev.RunEnded:
+        loops = [w.loop for w in self.workers]
         return ev.RunEnded(
             self.env.now,
-            tuple((w.rank, tuple(w.runtime.requests)) for w in self.workers if w.runtime.requests),
+            tuple((w.rank, tuple(w.runtime.requests)) for w in loops if w.runtime.requests),
             tuple((w.rank, tuple((rid, kind) for rid, kinds in w.unprocessed.items() for kind in kinds))
-                  for w in self.workers if w.unprocessed),
+                  for w in loops if w.unprocessed),
             tuple(self.conductor.requests),
             tuple(q.rid for q in self.conductor.waiting),
-            tuple(w.rank for w in self.workers if w.busy),
+            tuple(w.rank for w in loops if w.busy),
         )
+
+
+class SimWorker:
+    """A rank in virtual time: a `WorkerLoop` driven by a simpy process."""
+
+    def __init__(self, sim: Simulation, loop: WorkerLoop) -> None:
+        self.sim = sim
+        self.env = sim.env
+        self.loop = loop
+        self.rank = loop.rank
+        self.inbox: list[Any] = []
+        self._wake: simpy.Event | None = None
+
+    def deliver(self, msg: Any) -> None:
+        self.inbox.append(msg)
+        wake = self._wake
+        if wake is not None and not wake.triggered:
+            wake.succeed()
+
+    def run(self):
+        env = self.env
+        loop = self.loop
+        sim = self.sim
+        rank = self.rank
+        duration_of = sim.fake_nodes.duration
+        while True:
+            if self.inbox:
+                msgs, self.inbox = self.inbox, []
+                for msg in msgs:
+                    sends = loop.handle(msg, env.now)
+                    if sends:
+                        sim.send_all(rank, sends)
+            batch = loop.take_batch()
+            if batch is None:
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
+            duration = duration_of(batch.node, batch.walk, len(batch.rids))
+            loop.start(batch, env.now, duration)
+            yield env.timeout(duration)
+            sim.send_all(rank, loop.finish(batch, env.now))

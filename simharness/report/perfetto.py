@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from simharness.engine import events as ev
+from simharness import events as ev
 
 
 def write_perfetto(events: Iterable[Any], path: str | Path) -> None:

@@ -6,8 +6,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from simharness import events as ev
 from simharness.checks.base import rid_order
-from simharness.engine import events as ev
 from simharness.run import RunReport
 from simharness.scenario.model import Scenario
 

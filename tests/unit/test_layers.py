@@ -1,7 +1,8 @@
 """The three layers import in one direction only.
 
-The runtime model never imports the engine or the checks; the engine never imports the checks;
-the checks never import the engine's driver; nothing in simharness imports pyzmq or torch.
+The runtime model (pure state machines) never imports a driver or the checks; the simpy driver
+never imports the checks; the checks import neither the runtime nor a driver, only events and
+scenario facts; nothing in simharness imports pyzmq or torch.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ RULES = {
     "placement": ("simharness.engine", "simharness.checks", "simharness.runtime"),
     "scenario": ("simharness.engine", "simharness.checks", "simharness.runtime"),
     "engine": ("simharness.checks", "simharness.report", "simharness.cli"),
-    "checks": ("simharness.engine.simulation", "simharness.engine.worker", "simharness.engine.conductor"),
+    "checks": ("simharness.engine", "simharness.runtime"),
 }
 NEVER = ("zmq", "torch")
 

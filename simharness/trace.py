@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from simharness.engine import events as ev
+from simharness import events as ev
 from simharness.runtime.signals import Signal
 
 EVENT_TYPES: tuple[type, ...] = (

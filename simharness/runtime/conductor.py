@@ -1,4 +1,4 @@
-"""The conductor: admission, walk sequencing, pass completion, request teardown.
+"""The conductor as a pure state machine: admission, walk sequencing, pass completion, teardown.
 
 Modelled on mstar's conductor (reference/mstar_semantics.md section 1.5):
 
@@ -15,6 +15,8 @@ Modelled on mstar's conductor (reference/mstar_semantics.md section 1.5):
   With ``drain_barrier`` (mstar 0.2.1) REMOVE waits until the API server has read every output
   (READS_DONE); until then the request keeps its slot. A hung or timed-out request is torn down
   at once (the API's abort).
+
+Like `WorkerLoop`, it returns `Send`s for its driver to carry out and takes `now` from it.
 """
 
 from __future__ import annotations
@@ -23,24 +25,24 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from simharness.engine import events as ev
-from simharness.engine.messages import (
+from simharness import events as ev
+from simharness.placement.layout import Assignment, Layout
+from simharness.runtime.messages import (
+    CLIENT_ID,
+    CONDUCTOR_ID,
     InputSignals,
     NewRequest,
     ReadsDone,
     RemoveRequest,
     RequestComplete,
+    Send,
     WorkerGraphsDoneMsg,
 )
-from simharness.engine.network import CLIENT_ID, CONDUCTOR_ID
-from simharness.placement.layout import Assignment
+from simharness.runtime.protocol import LoopPolicy
 from simharness.runtime.signals import ORIGIN_WALK_START, Signal
-from simharness.scenario.model import RequestKind
-
-if TYPE_CHECKING:
-    from simharness.engine.simulation import Simulation
+from simharness.scenario.model import RequestKind, Scenario
 
 
 @dataclass
@@ -66,11 +68,19 @@ class ConductorRequest:
 
 
 class Conductor:
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-        self.env = sim.env
-        self.layout = sim.layout
-        self.scenario = sim.scenario
+    def __init__(
+        self,
+        scenario: Scenario,
+        layout: Layout,
+        policy: LoopPolicy,
+        choose_replica: Callable[[int], int],
+        emit: Callable[[Any], None],
+    ) -> None:
+        self.scenario = scenario
+        self.layout = layout
+        self.policy = policy
+        self.choose_replica = choose_replica
+        self.emit = emit
         self.cap = self.scenario.placement.max_concurrent_requests
         self.requests: dict[str, ConductorRequest] = {}
         self.waiting: deque[ConductorRequest] = deque()
@@ -83,34 +93,31 @@ class Conductor:
 
     # -- admission ----------------------------------------------------------------------------
 
-    def submit(self, rid: str, kind: str, on_end: Callable[[str], None]) -> None:
-        now = self.env.now
+    def submit(self, rid: str, kind: str, now: float, on_end: Callable[[str], None]) -> list[Send]:
         req = ConductorRequest(rid, self.scenario.requests[kind], now, on_end)
-        self.sim.recorder.emit(ev.Submitted(now, rid, kind))
+        self.emit(ev.Submitted(now, rid, kind))
         self._n += 1
         self._alive.add(rid)
         heapq.heappush(self._deadlines, (now + self.timeout, self._n, rid))
         if self.cap is None or len(self.requests) < self.cap:
-            self._admit(req)
-        else:
-            self.waiting.append(req)
+            return self._admit(req, now)
+        self.waiting.append(req)
+        return []
 
-    def _admit(self, req: ConductorRequest) -> None:
-        streams = self.sim.streams
-        req.assignment = self.layout.assign(lambda n: streams.choice_index("placement", n))
+    def _admit(self, req: ConductorRequest, now: float) -> list[Send]:
+        req.assignment = self.layout.assign(self.choose_replica)
         self.requests[req.rid] = req
-        self.sim.recorder.emit(ev.Admitted(
-            self.env.now, req.rid, req.kind.name, req.kind.walks,
-            tuple(sorted(req.assignment.wg_ranks.items()))))
-        self._start_walk(req, first=True)
+        self.emit(ev.Admitted(now, req.rid, req.kind.name, req.kind.walks,
+                              tuple(sorted(req.assignment.wg_ranks.items()))))
+        return self._start_walk(req, now, first=True)
 
-    def _start_walk(self, req: ConductorRequest, first: bool = False) -> None:
+    def _start_walk(self, req: ConductorRequest, now: float, first: bool = False) -> list[Send]:
         walk = req.walk
         pass_no = req.step
         assert req.assignment is not None
         wg_ranks = req.assignment.wg_ranks
         req.pending = {wg.id: len(wg_ranks[wg.id]) for wg in self.layout.by_walk[walk]}
-        self.sim.recorder.emit(ev.WalkStarted(self.env.now, req.rid, walk, pass_no))
+        self.emit(ev.WalkStarted(now, req.rid, walk, pass_no))
         per_rank: dict[int, list[Signal]] = {}
         facts = self.scenario.walk_facts[walk]
         for name, dest in sorted(facts.start_inputs):
@@ -125,38 +132,38 @@ class Conductor:
                          pass_no, None, ORIGIN_WALK_START, self._seq)
             for r in wg_ranks[self.layout.wg_of[(walk, dest)]]:
                 per_rank.setdefault(r, []).append(sig)
-        send = self.sim.network.send
-        workers = self.sim.workers
+        sends = []
         if first:
             for r in req.assignment.ranks:
                 sigs = per_rank.get(r, [])
-                send(CONDUCTOR_ID, r, sum(s.nbytes for s in sigs), workers[r].deliver,
-                     NewRequest(req.rid, walk, pass_no, req.assignment, sigs))
+                sends.append(Send(r, sum(s.nbytes for s in sigs),
+                                  NewRequest(req.rid, walk, pass_no, req.assignment, sigs)))
         else:
             for r in sorted(per_rank):
                 sigs = per_rank[r]
-                send(CONDUCTOR_ID, r, sum(s.nbytes for s in sigs), workers[r].deliver,
-                     InputSignals(req.rid, walk, pass_no, sigs, CONDUCTOR_ID))
+                sends.append(Send(r, sum(s.nbytes for s in sigs),
+                                  InputSignals(req.rid, walk, pass_no, sigs, CONDUCTOR_ID)))
+        return sends
 
     # -- reports ------------------------------------------------------------------------------
 
-    def deliver(self, msg: Any) -> None:
+    def handle(self, msg: Any, now: float) -> list[Send]:
         if isinstance(msg, WorkerGraphsDoneMsg):
-            self._on_done(msg)
-        elif isinstance(msg, ReadsDone) and self.sim.policy.drain_barrier:
+            return self._on_done(msg, now)
+        if isinstance(msg, ReadsDone) and self.policy.drain_barrier:
             req = self.requests.get(msg.rid)
             if req is not None and req.draining:
-                self._end(req, "completed")
+                return self._end(req, "completed", now)
+        return []
 
-    def _on_done(self, msg: WorkerGraphsDoneMsg) -> None:
-        now = self.env.now
-        emit = self.sim.recorder.emit
+    def _on_done(self, msg: WorkerGraphsDoneMsg, now: float) -> list[Send]:
+        emit = self.emit
         req = self.requests.get(msg.rid)
         if req is None:
             for wg in msg.wgs:
                 emit(ev.UnexpectedReport(now, msg.rid, msg.rank, wg,
                                          "report for a request the conductor already ended"))
-            return
+            return []
         for sig in msg.persist:
             req.persisted[sig.name] = sig
         req.emits += msg.emits
@@ -164,7 +171,7 @@ class Conductor:
             for wg in msg.wgs:
                 emit(ev.UnexpectedReport(now, msg.rid, msg.rank, wg,
                                          "report after every walk of the request was done"))
-            return
+            return []
         for wg in msg.wgs:
             left = req.pending.get(wg)
             if left is None:
@@ -177,47 +184,44 @@ class Conductor:
                 del req.pending[wg]
             else:
                 req.pending[wg] = left - 1
-        if not req.pending:
-            emit(ev.PassDone(now, req.rid, req.walk, req.step))
-            req.step += 1
-            if req.step < len(req.kind.walks):
-                self._start_walk(req)
-            else:
-                req.draining = True
-                self.sim.network.send(CONDUCTOR_ID, CLIENT_ID, 0, self.sim.client.deliver,
-                                      RequestComplete(req.rid, req.emits))
-                if not self.sim.policy.drain_barrier:
-                    self._end(req, "completed")
+        if req.pending:
+            return []
+        emit(ev.PassDone(now, req.rid, req.walk, req.step))
+        req.step += 1
+        if req.step < len(req.kind.walks):
+            return self._start_walk(req, now)
+        req.draining = True
+        sends = [Send(CLIENT_ID, 0, RequestComplete(req.rid, req.emits))]
+        if not self.policy.drain_barrier:
+            sends.extend(self._end(req, "completed", now))
+        return sends
 
     # -- teardown -----------------------------------------------------------------------------
 
-    def _end(self, req: ConductorRequest, outcome: str) -> None:
+    def _end(self, req: ConductorRequest, outcome: str, now: float) -> list[Send]:
         assert req.assignment is not None
-        for r in req.assignment.ranks:
-            self.sim.network.send(CONDUCTOR_ID, r, 0, self.sim.workers[r].deliver,
-                                  RemoveRequest(req.rid))
+        sends = [Send(r, 0, RemoveRequest(req.rid)) for r in req.assignment.ranks]
         del self.requests[req.rid]
         self._alive.discard(req.rid)
-        if outcome != "completed" or not self.sim.policy.drain_barrier:
-            self.sim.client.forget(req.rid)
-        self.sim.recorder.emit(ev.RequestEnded(self.env.now, req.rid, outcome, req.step))
+        self.emit(ev.RequestEnded(now, req.rid, outcome, req.step))
         req.on_end(outcome)
         while self.waiting and (self.cap is None or len(self.requests) < self.cap):
-            self._admit(self.waiting.popleft())
+            sends.extend(self._admit(self.waiting.popleft(), now))
+        return sends
 
-    def abort(self, rid: str, outcome: str) -> None:
+    def abort(self, rid: str, outcome: str, now: float) -> list[Send]:
         """The API gave up on the request (hang or timeout): tear it down like a finished one."""
         req = self.requests.get(rid)
         if req is not None:
-            self._end(req, outcome)
-            return
+            return self._end(req, outcome, now)
         for i, w in enumerate(self.waiting):
             if w.rid == rid:
                 del self.waiting[i]
                 self._alive.discard(rid)
-                self.sim.recorder.emit(ev.RequestEnded(self.env.now, rid, outcome, 0))
+                self.emit(ev.RequestEnded(now, rid, outcome, 0))
                 w.on_end(outcome)
-                return
+                break
+        return []
 
     def unfinished(self) -> list[str]:
         return list(self.requests) + [w.rid for w in self.waiting]

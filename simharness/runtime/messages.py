@@ -1,10 +1,33 @@
-"""Messages between the conductor and the ranks (mstar's IPC messages, reduced to what routing
-needs). Slotted classes rather than dataclasses: one is built per send."""
+"""Messages between the conductor, the ranks and the API server (mstar's IPC messages, reduced
+to what routing needs), and `Send`, the one command the pure loops return to their driver.
+
+Slotted classes rather than dataclasses: one is built per send. Endpoints are ranks ``0..N-1``,
+`CONDUCTOR_ID` and `CLIENT_ID` (the API server).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from simharness.placement.layout import Assignment
 from simharness.runtime.signals import Signal
+
+CONDUCTOR_ID = -1
+CLIENT_ID = -2
+
+
+class Send:
+    """Deliver `msg` to endpoint `dst`; `nbytes` of payload travel with it."""
+
+    __slots__ = ("dst", "nbytes", "msg")
+
+    def __init__(self, dst: int, nbytes: int, msg: Any) -> None:
+        self.dst = dst
+        self.nbytes = nbytes
+        self.msg = msg
+
+    def __repr__(self) -> str:
+        return f"Send({self.dst}, {self.nbytes}, {type(self.msg).__name__})"
 
 
 class NewRequest:

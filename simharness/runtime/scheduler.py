@@ -29,6 +29,8 @@ class Batch:
     walk: str
     rids: list[str]
     number: int
+    #: when it began executing (set by the worker loop's `start`)
+    start: float = 0.0
 
 
 class MicroScheduler:

@@ -1,0 +1,48 @@
+"""The API server's side of a request, as a pure state machine: it reads the outputs, then lets
+teardown proceed.
+
+Every emit is recorded as an `Emitted` event. With the drain barrier (mstar 0.2.1), mstar's
+conductor tears a finished request down only after the API server (its preprocess worker) has
+read every output and sent READS_DONE. Until then the request still holds its concurrency slot
+and its state on every rank. The client here counts the emits it has received against the number
+the conductor says to expect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from simharness import events as ev
+from simharness.runtime.messages import CONDUCTOR_ID, ReadsDone, RequestComplete, ResultTensors, Send
+from simharness.runtime.protocol import LoopPolicy
+
+
+class ApiClient:
+    def __init__(self, policy: LoopPolicy, emit: Callable[[Any], None]) -> None:
+        self.policy = policy
+        self.emit = emit
+        self.received: dict[str, int] = {}
+        self.expected: dict[str, int] = {}
+
+    def handle(self, msg: Any, now: float) -> list[Send]:
+        rid = msg.rid
+        if isinstance(msg, ResultTensors):
+            self.emit(ev.Emitted(now, msg.rank, rid, msg.signal))
+        if not self.policy.drain_barrier:
+            return []
+        if isinstance(msg, ResultTensors):
+            self.received[rid] = self.received.get(rid, 0) + 1
+        elif isinstance(msg, RequestComplete):
+            self.expected[rid] = msg.emits
+        want = self.expected.get(rid)
+        if want is not None and self.received.get(rid, 0) >= want:
+            del self.expected[rid]
+            self.received.pop(rid, None)
+            return [Send(CONDUCTOR_ID, 0, ReadsDone(rid))]
+        return []
+
+    def forget(self, rid: str) -> None:
+        """The request was aborted: stop waiting for its outputs."""
+        self.expected.pop(rid, None)
+        self.received.pop(rid, None)
