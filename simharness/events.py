@@ -175,6 +175,79 @@ class BlockedNode(NamedTuple):
     queued: bool
 
 
+class LoopStopped(NamedTuple):
+    """A dynamic stop registered on a rank: by its own check_stop, or by a peer's STOP_LOOPS."""
+
+    t: float
+    rank: int
+    rid: str
+    partition: str
+    loop: str
+    by: str  # self | peer
+    src: int
+
+
+class Overshoot(NamedTuple):
+    """A speculative forward whose loop stopped just before: executed, output discarded."""
+
+    t: float
+    rank: int
+    rid: str
+    walk: str
+    node: str
+    counter: int | None
+
+
+class ChunkPopped(NamedTuple):
+    """A StreamBuffer released a chunk: which items (producer sequence numbers), final or not."""
+
+    t: float
+    rank: int
+    rid: str
+    edge: str
+    index: int
+    start: int
+    items: tuple[int, ...]
+    final: bool
+    policy: str
+
+
+class PartitionDone(NamedTuple):
+    t: float
+    rid: str
+    partition: str
+    reason: str  # final_chunk | walks_done | max_tokens
+
+
+class ProducerDoneSent(NamedTuple):
+    t: float
+    rid: str
+    partition: str
+    ranks: tuple[int, ...]
+
+
+class KvPulled(NamedTuple):
+    t: float
+    rank: int
+    rid: str
+    label: str
+    src: int
+    tokens: int
+
+
+class KvUsed(NamedTuple):
+    """A KV-cache node started on a rank: tokens held there, and tokens it needed from elsewhere."""
+
+    t: float
+    rank: int
+    rid: str
+    node: str
+    walk: str
+    label: str
+    have: int
+    need: int
+
+
 class RunEnded(NamedTuple):
     """The final state of every rank and of the conductor."""
 
@@ -191,5 +264,6 @@ class RunEnded(NamedTuple):
 Event = (
     Submitted | Admitted | WalkStarted | BatchStarted | Forward | Delivered | Dropped
     | WorkerGraphsDone | PassDone | UnexpectedReport | RequestEnded | Removed | Emitted | Stalled
+    | LoopStopped | Overshoot | ChunkPopped | PartitionDone | ProducerDoneSent | KvPulled | KvUsed
     | RunEnded
 )

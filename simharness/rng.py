@@ -26,3 +26,16 @@ class RandomStreams:
 
     def choice_index(self, name: str, n: int) -> int:
         return int(self.stream(name).integers(n))
+
+
+def keyed_draw(seed: int, key: str, dist) -> int:
+    """A draw that depends only on the root seed and `key`: every rank and every check that asks
+    for the same key gets the same value, without any message carrying it."""
+    seq = np.random.SeedSequence([seed, zlib.crc32(key.encode())])
+    return dist.draw(np.random.Generator(np.random.PCG64(seq)))
+
+
+def draw_stop(seed: int, rid: str, partition: str, pass_no: int, loop: str, dist) -> int:
+    """The iterations a request's dynamic loop runs in one pass: the same on every rank (as a
+    sampled EOS is under seeded sampling), drawn from the root seed and the pass's identity."""
+    return keyed_draw(seed, f"stop/{rid}/{partition}/{pass_no}/{loop}", dist)

@@ -20,7 +20,8 @@ from simharness.runtime.signals import Signal
 EVENT_TYPES: tuple[type, ...] = (
     ev.Submitted, ev.Admitted, ev.WalkStarted, ev.BatchStarted, ev.Forward,
     ev.Delivered, ev.Dropped, ev.WorkerGraphsDone, ev.PassDone, ev.UnexpectedReport,
-    ev.RequestEnded, ev.Removed, ev.Emitted, ev.Stalled, ev.RunEnded,
+    ev.RequestEnded, ev.Removed, ev.Emitted, ev.Stalled, ev.LoopStopped, ev.Overshoot,
+    ev.ChunkPopped, ev.PartitionDone, ev.ProducerDoneSent, ev.KvPulled, ev.KvUsed, ev.RunEnded,
 )
 
 

@@ -79,7 +79,7 @@ class Simulation:
         emit = self.recorder.emit
         self.workers = [
             SimWorker(self, WorkerLoop(r, runtime.build_rank(r, self.layout), self.fake_nodes,
-                                       self.policy, emit))
+                                       self.policy, emit, scenario.seed))
             for r in range(self.layout.num_ranks)
         ]
         self.conductor = Conductor(scenario, self.layout, self.policy,
@@ -99,7 +99,7 @@ class Simulation:
         net_send = self.network.send
         handlers = self._handlers
         for s in sends:
-            net_send(src, s.dst, s.nbytes, handlers[s.dst], s.msg)
+            net_send(src if s.src is None else s.src, s.dst, s.nbytes, handlers[s.dst], s.msg)
 
     def _conductor_deliver(self, msg: Any) -> None:
         self.send_all(CONDUCTOR_ID, self.conductor.handle(msg, self.env.now))
@@ -192,19 +192,20 @@ class Simulation:
         walk = req.walk
         pending = tuple((wg, req.assignment.wg_ranks[wg]) for wg in req.pending)
         blocked: list[ev.BlockedNode] = []
-        gate = self.fake_nodes.gate_detail
+        current_walks = {p.walk for p in req.partitions.values() if not p.done}
         for r in req.assignment.ranks:
-            rs = self.workers[r].loop.runtime.requests.get(rid)
+            loop = self.workers[r].loop
+            rs = loop.runtime.requests.get(rid)
             if rs is None:
                 continue
             for wg_id, st in rs.states.items():
-                if st.spec.walk != walk:
+                if st.spec.walk not in current_walks:
                     continue
                 rows = []
                 for node, ns in st.spec.nodes.items():
                     cur, nxt = st.cur[node], st.nxt[node]
                     missing = tuple(i for i in ns.inputs if i not in cur)
-                    closed, waits = ("", ()) if missing else gate(node, st)
+                    closed, waits = ("", ()) if missing else loop.gate_detail(node, st.spec.walk, rid, st)
                     rows.append(ev.BlockedNode(
                         r, wg_id, node, st.counter(node), tuple(cur.values()),
                         tuple(nxt.values()), missing, closed, waits,
@@ -258,7 +259,9 @@ class SimWorker:
                     sends = loop.handle(msg, env.now)
                     if sends:
                         sim.send_all(rank, sends)
-            batch = loop.take_batch()
+            batch = loop.take_batch(env.now)
+            if loop.outbox:
+                sim.send_all(rank, loop.pop_outbox())
             if batch is None:
                 self._wake = env.event()
                 yield self._wake

@@ -35,6 +35,8 @@ from simharness.graph.ir import (
 class WalkFacts:
     name: str
     root: Section
+    #: input names fed by streams from other partitions (never sent by the conductor)
+    stream_inputs: frozenset[str] = frozenset()
 
     @cached_property
     def nodes(self) -> dict[str, Node]:
@@ -74,8 +76,13 @@ class WalkFacts:
 
     @cached_property
     def start_inputs(self) -> frozenset[Pair]:
-        """Everything the conductor sends when the walk starts."""
-        return self.io.ext_inputs | self.seeds
+        """Everything the conductor sends when the walk starts (streams feed themselves)."""
+        return frozenset(p for p in self.io.ext_inputs | self.seeds if p[0] not in self.stream_inputs)
+
+    @cached_property
+    def external_inputs(self) -> frozenset[Pair]:
+        """External inputs that are not streams: the client's or an earlier walk's."""
+        return frozenset(p for p in self.io.ext_inputs if p[0] not in self.stream_inputs)
 
     @cached_property
     def producer_graph(self) -> nx.MultiDiGraph:

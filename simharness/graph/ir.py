@@ -24,18 +24,6 @@ Pair = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
-class StreamSpec:
-    """What makes an edge a stream: its target partition and chunk policy (see issue 3)."""
-
-    partition: str
-    policy: str
-    window: int = 1
-    stride: int = 1
-    context: int = 0
-    continue_after_done: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class Edge:
     """A declared output edge of a node (mstar ``GraphEdge`` without tensors)."""
 
@@ -43,7 +31,8 @@ class Edge:
     to: str
     persist: bool = False
     new_token: bool = False
-    stream: StreamSpec | None = None
+    #: a streaming edge: it feeds the StreamBuffer of a node in another partition
+    stream: bool = False
     path: str = field(default="", compare=False)
 
     @property
@@ -76,10 +65,14 @@ class Parallel:
 
 @dataclass(frozen=True, slots=True)
 class StopRule:
-    """A dynamic stop: the loop ends on the iteration whose output triggers it (issue 3)."""
+    """A dynamic loop: it ends on the iteration after which a body node's ``check_stop`` says so.
 
-    kind: str
-    params: tuple[tuple[str, float], ...] = ()
+    `by` names the nodes whose ``check_stop`` reads the loop counter (None: every node of the
+    body); the number of iterations is drawn per request (``graph.requests.KIND.stops``). The
+    other copies of a split loop learn of the stop from STOP_LOOPS messages.
+    """
+
+    by: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

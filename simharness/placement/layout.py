@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from simharness.graph.ir import Loop, Node, Section, Sequential, iter_nodes
+from simharness.graph.ir import Loop, Node, Section, Sequential, iter_loops, iter_nodes
 from simharness.placement.divide import divide, group_of_nodes
-from simharness.scenario.model import Scenario
+from simharness.scenario.model import Connection, Scenario
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class WorkerGraph:
     group: int
     instances: tuple[tuple[int, ...], ...]
     consumes_stream: bool = False
+    partition: str = "default"
 
     @cached_property
     def node_names(self) -> tuple[str, ...]:
@@ -60,10 +61,11 @@ class Layout:
         for walk, root in scenario.walks.items():
             names = [n.name for n in iter_nodes(root)]
             node_group = group_of_nodes(names, walk, spec)
-            for i, piece in enumerate(divide(root, node_group)):
+            part = scenario.partition_of.get(walk, "default")
+            for i, piece in enumerate(divide(root, node_group, scenario.stream_inputs(walk))):
                 g = groups[piece.group]
                 wgs.append(WorkerGraph(f"{walk}#{i}", walk, piece.section, piece.group,
-                                       g.instances, piece.consumes_stream))
+                                       g.instances, piece.consumes_stream, part))
         return cls(scenario, tuple(wgs))
 
     @cached_property
@@ -85,6 +87,28 @@ class Layout:
     @property
     def num_ranks(self) -> int:
         return self.scenario.placement.num_ranks
+
+    @cached_property
+    def loops_of_wg(self) -> dict[str, frozenset[str]]:
+        return {wg.id: frozenset(lp.name for lp in iter_loops(wg.section)) for wg in self.worker_graphs}
+
+    @cached_property
+    def stream_routes(self) -> dict[tuple[str, str], tuple[Connection, str, tuple[str, ...]]]:
+        """(source partition, edge) -> (connection, consumer node, the consumer's worker graphs).
+
+        mstar routes a streamed item to the worker that hosts the consumer node, whatever walk
+        its partition is in (``dest_graph_walk=None``).
+        """
+        sc = self.scenario
+        out = {}
+        for conn in sc.connections:
+            consumers = sorted({e.to for w in sc.partitions[conn.src] for n in sc.walk_facts[w].nodes.values()
+                                for e in n.outputs if e.stream and e.name == conn.edge})
+            for consumer in consumers:
+                wgs = tuple(wg.id for wg in self.worker_graphs
+                            if wg.partition == conn.dst and consumer in wg.node_names)
+                out[(conn.src, conn.edge)] = (conn, consumer, wgs)
+        return out
 
     def assign(self, choose_replica) -> Assignment:
         """Pick one instance per node group; `choose_replica(n)` returns an index in range(n)."""

@@ -1,20 +1,24 @@
-"""The conductor as a pure state machine: admission, walk sequencing, pass completion, teardown.
+"""The conductor as a pure state machine: admission, walk sequencing per partition, pass
+completion, teardown.
 
-Modelled on mstar's conductor (reference/mstar_semantics.md section 1.5):
+Modelled on mstar's conductor (reference/mstar_semantics.md sections 1.5, 6.2):
 
 * admission: at most ``max_concurrent_requests`` requests at once, the rest wait in FIFO order;
 * placement per request: one replica per node group, drawn from the ``placement`` stream;
-* kick-off: NEW_REQUEST to every rank hosting one of the request's worker graphs, carrying the
-  first walk's start inputs for that rank;
-* a pass of a walk is done when every worker graph of that walk has reported done once per rank
-  of its instance; the next walk then starts with its own start inputs (external inputs from the
-  client or from persisted signals, plus the loop-back seeds), sent only to the ranks that
-  consume them;
-* when the last walk is done the API server is told (request_complete) and REMOVE goes to every
-  rank of the request, and the next waiting request is admitted (the reference, section 4.8).
-  With ``drain_barrier`` (mstar 0.2.1) REMOVE waits until the API server has read every output
-  (READS_DONE); until then the request keeps its slot. A hung or timed-out request is torn down
-  at once (the API's abort).
+* kick-off: every partition of the request starts at once; NEW_REQUEST goes to every rank
+  hosting one of the request's worker graphs, with each partition's first walk and that rank's
+  start inputs;
+* a partition's pass is done when every worker graph of its current walk has reported done once
+  per rank of its instance. The partition then moves to its next walk (start inputs go only to
+  the ranks that consume them; a stream-fed walk that repeats until its final chunk gets
+  nothing: it triggers itself), or is done: when its walks are over, when the pass that
+  consumed its stream's final chunk says so, or when its output tokens reach the request
+  kind's ``max_output_tokens``. A partition that finishes sends ``producer_done`` to the ranks
+  of the partitions it streams to;
+* when every partition is done the API server is told (request_complete) and REMOVE goes to
+  every rank of the request (the reference, section 4.8). With ``drain_barrier`` (mstar 0.2.1)
+  REMOVE waits until the API server has read every output (READS_DONE). A hung or timed-out
+  request is torn down at once (the API's abort).
 
 Like `WorkerLoop`, it returns `Send`s for its driver to carry out and takes `now` from it.
 """
@@ -34,6 +38,7 @@ from simharness.runtime.messages import (
     CONDUCTOR_ID,
     InputSignals,
     NewRequest,
+    ProducerDone,
     ReadsDone,
     RemoveRequest,
     RequestComplete,
@@ -42,7 +47,28 @@ from simharness.runtime.messages import (
 )
 from simharness.runtime.protocol import LoopPolicy
 from simharness.runtime.signals import ORIGIN_WALK_START, Signal
-from simharness.scenario.model import RequestKind, Scenario
+from simharness.scenario.model import RequestKind, Scenario, Step
+
+
+@dataclass
+class PartitionState:
+    name: str
+    steps: tuple[Step, ...]
+    step: int = 0
+    #: passes run of the current step
+    repeat: int = 0
+    #: passes started in this partition (mstar's per-partition ``fwd_index``)
+    pass_no: int = 0
+    #: worker graph -> reports still expected for the current pass
+    pending: dict[str, int] = field(default_factory=dict)
+    done: bool = False
+    #: the current pass consumed its stream's final chunk
+    final_seen: bool = False
+    tokens: int = 0
+
+    @property
+    def walk(self) -> str:
+        return self.steps[min(self.step, len(self.steps) - 1)].walk
 
 
 @dataclass
@@ -52,19 +78,33 @@ class ConductorRequest:
     submitted: float
     on_end: Callable[[str], None]
     assignment: Assignment | None = None
-    step: int = 0
-    #: worker graph -> reports still expected for the current pass
-    pending: dict[str, int] = field(default_factory=dict)
+    partitions: dict[str, PartitionState] = field(default_factory=dict)
     #: persisted signals by name, handed to later walks
     persisted: dict[str, Signal] = field(default_factory=dict)
     #: client emits reported so far (what the API server must read before teardown)
     emits: int = 0
-    #: every walk is done; waiting for the API server's READS_DONE
+    #: every partition is done; waiting for the API server's READS_DONE (or ended)
     draining: bool = False
+    #: KV label -> (rank, tokens) as the last report from an instance's rank 0 said
+    kv: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: worker graph -> its partition
+    part_of_wg: dict[str, str] = field(default_factory=dict)
 
     @property
     def walk(self) -> str:
-        return self.kind.walks[min(self.step, len(self.kind.walks) - 1)]
+        """The first unfinished partition's current walk (for reports)."""
+        for p in self.partitions.values():
+            if not p.done:
+                return p.walk
+        return next(iter(self.partitions.values())).walk
+
+    @property
+    def step(self) -> int:
+        return sum(p.pass_no for p in self.partitions.values())
+
+    @property
+    def pending(self) -> dict[str, int]:
+        return {wg: n for p in self.partitions.values() if not p.done for wg, n in p.pending.items()}
 
 
 class Conductor:
@@ -81,10 +121,10 @@ class Conductor:
         self.policy = policy
         self.choose_replica = choose_replica
         self.emit = emit
-        self.cap = self.scenario.placement.max_concurrent_requests
+        self.cap = scenario.placement.max_concurrent_requests
         self.requests: dict[str, ConductorRequest] = {}
         self.waiting: deque[ConductorRequest] = deque()
-        self.timeout = self.scenario.limits.request_timeout_s
+        self.timeout = scenario.limits.request_timeout_s
         self._deadlines: list[tuple[float, int, str]] = []
         #: requests submitted and not yet ended (admitted or waiting)
         self._alive: set[str] = set()
@@ -106,18 +146,30 @@ class Conductor:
 
     def _admit(self, req: ConductorRequest, now: float) -> list[Send]:
         req.assignment = self.layout.assign(self.choose_replica)
+        req.part_of_wg = {wg.id: wg.partition for wg in self.layout.worker_graphs}
         self.requests[req.rid] = req
         self.emit(ev.Admitted(now, req.rid, req.kind.name, req.kind.walks,
                               tuple(sorted(req.assignment.wg_ranks.items()))))
-        return self._start_walk(req, now, first=True)
+        per_rank: dict[int, list[Signal]] = {}
+        current: dict[str, tuple[str, int]] = {}
+        for part, steps in req.kind.partitions.items():
+            ps = req.partitions[part] = PartitionState(part, steps)
+            current[part] = (ps.walk, 0)
+            for r, sigs in self._start_pass(req, ps, now).items():
+                per_rank.setdefault(r, []).extend(sigs)
+        return [Send(r, sum(s.nbytes for s in per_rank.get(r, ())),
+                     NewRequest(req.rid, req.kind.name, dict(current), req.assignment,
+                                per_rank.get(r, []), dict(req.kv)))
+                for r in req.assignment.ranks]
 
-    def _start_walk(self, req: ConductorRequest, now: float, first: bool = False) -> list[Send]:
-        walk = req.walk
-        pass_no = req.step
+    def _start_pass(self, req: ConductorRequest, ps: PartitionState, now: float) -> dict[int, list[Signal]]:
+        """Open a pass of the partition's current walk; return its start inputs per rank."""
+        walk = ps.walk
         assert req.assignment is not None
         wg_ranks = req.assignment.wg_ranks
-        req.pending = {wg.id: len(wg_ranks[wg.id]) for wg in self.layout.by_walk[walk]}
-        self.emit(ev.WalkStarted(now, req.rid, walk, pass_no))
+        ps.pending = {wg.id: len(wg_ranks[wg.id]) for wg in self.layout.by_walk[walk]}
+        ps.final_seen = False
+        self.emit(ev.WalkStarted(now, req.rid, walk, ps.pass_no))
         per_rank: dict[int, list[Signal]] = {}
         facts = self.scenario.walk_facts[walk]
         for name, dest in sorted(facts.start_inputs):
@@ -129,21 +181,10 @@ class Conductor:
                 nbytes = self.scenario.payload_bytes(name)
             self._seq += 1
             sig = Signal(name, dest, False, False, nbytes, "conductor", CONDUCTOR_ID, walk,
-                         pass_no, None, ORIGIN_WALK_START, self._seq)
+                         ps.pass_no, None, ORIGIN_WALK_START, self._seq)
             for r in wg_ranks[self.layout.wg_of[(walk, dest)]]:
                 per_rank.setdefault(r, []).append(sig)
-        sends = []
-        if first:
-            for r in req.assignment.ranks:
-                sigs = per_rank.get(r, [])
-                sends.append(Send(r, sum(s.nbytes for s in sigs),
-                                  NewRequest(req.rid, walk, pass_no, req.assignment, sigs)))
-        else:
-            for r in sorted(per_rank):
-                sigs = per_rank[r]
-                sends.append(Send(r, sum(s.nbytes for s in sigs),
-                                  InputSignals(req.rid, walk, pass_no, sigs, CONDUCTOR_ID)))
-        return sends
+        return per_rank
 
     # -- reports ------------------------------------------------------------------------------
 
@@ -167,33 +208,81 @@ class Conductor:
         for sig in msg.persist:
             req.persisted[sig.name] = sig
         req.emits += msg.emits
+        if msg.tp_rank == 0:
+            for label, tokens in msg.kv.items():
+                req.kv[label] = (msg.rank, tokens)
         if req.draining:
             for wg in msg.wgs:
                 emit(ev.UnexpectedReport(now, msg.rid, msg.rank, wg,
-                                         "report after every walk of the request was done"))
+                                         "report after every partition of the request was done"))
             return []
+        sends: list[Send] = []
+        touched: list[PartitionState] = []
         for wg in msg.wgs:
-            left = req.pending.get(wg)
+            ps = req.partitions.get(req.part_of_wg[wg])
+            left = None if ps is None or ps.done else ps.pending.get(wg)
             if left is None:
+                state = ("its partition is done" if ps is not None and ps.done
+                         else "not a worker graph of the current walk, or already reported by every rank")
                 emit(ev.UnexpectedReport(now, msg.rid, msg.rank, wg,
-                                         f"worker graph is not awaited in pass {req.step} "
-                                         f"(walk {req.walk!r}): not of this walk, or already "
-                                         f"reported by every rank"))
+                                         f"worker graph is not awaited ({state})"))
                 continue
             if left <= 1:
-                del req.pending[wg]
+                del ps.pending[wg]
             else:
-                req.pending[wg] = left - 1
-        if req.pending:
-            return []
-        emit(ev.PassDone(now, req.rid, req.walk, req.step))
-        req.step += 1
-        if req.step < len(req.kind.walks):
-            return self._start_walk(req, now)
-        req.draining = True
-        sends = [Send(CLIENT_ID, 0, RequestComplete(req.rid, req.emits))]
-        if not self.policy.drain_barrier:
-            sends.extend(self._end(req, "completed", now))
+                ps.pending[wg] = left - 1
+            if msg.partition_done:
+                ps.final_seen = True
+            if msg.tp_rank == 0 and msg.new_tokens and ps not in touched:
+                ps.tokens += msg.new_tokens
+            if ps not in touched:
+                touched.append(ps)
+        for ps in touched:
+            if not ps.pending:
+                sends.extend(self._pass_done(req, ps, now))
+        if req.partitions and all(p.done for p in req.partitions.values()) and not req.draining:
+            req.draining = True
+            sends.append(Send(CLIENT_ID, 0, RequestComplete(req.rid, req.emits)))
+            if not self.policy.drain_barrier:
+                sends.extend(self._end(req, "completed", now))
+        return sends
+
+    def _pass_done(self, req: ConductorRequest, ps: PartitionState, now: float) -> list[Send]:
+        self.emit(ev.PassDone(now, req.rid, ps.walk, ps.pass_no))
+        ps.pass_no += 1
+        ps.repeat += 1
+        step = ps.steps[ps.step]
+        reason = None
+        if ps.final_seen:
+            reason = "final_chunk"
+        elif req.kind.max_output_tokens is not None and ps.tokens >= req.kind.max_output_tokens:
+            reason = "max_tokens"
+        elif not step.until_final and ps.repeat >= step.times:
+            ps.step += 1
+            ps.repeat = 0
+            if ps.step >= len(ps.steps):
+                reason = "walks_done"
+        if reason is not None:
+            return self._partition_done(req, ps, reason, now)
+        per_rank = self._start_pass(req, ps, now)
+        return [Send(r, sum(s.nbytes for s in sigs),
+                     InputSignals(req.rid, ps.walk, ps.pass_no, sigs, CONDUCTOR_ID, dict(req.kv)))
+                for r, sigs in sorted(per_rank.items())]
+
+    def _partition_done(
+        self, req: ConductorRequest, ps: PartitionState, reason: str, now: float
+    ) -> list[Send]:
+        ps.done = True
+        ps.pending = {}
+        self.emit(ev.PartitionDone(now, req.rid, ps.name, reason))
+        assert req.assignment is not None
+        sends = []
+        for (src, _edge), (_conn, _consumer, wgs) in self.layout.stream_routes.items():
+            if src != ps.name:
+                continue
+            ranks = tuple(sorted({r for w in wgs for r in req.assignment.wg_ranks[w]}))
+            self.emit(ev.ProducerDoneSent(now, req.rid, ps.name, ranks))
+            sends.extend(Send(r, 0, ProducerDone(req.rid, ps.name)) for r in ranks)
         return sends
 
     # -- teardown -----------------------------------------------------------------------------

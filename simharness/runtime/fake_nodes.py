@@ -43,6 +43,14 @@ class FakeNodes:
     def max_batch(self, node: str, walk: str) -> int | None:
         return self._lookup(node, walk)[2]
 
+    def kv_label(self, node: str) -> str | None:
+        facts = self._facts.get(node)
+        return None if facts is None else facts.kv_label
+
+    def tokens(self, node: str, walk: str) -> int:
+        """Tokens one forward adds to the node's KV cache in this walk."""
+        return self._facts.get(node, self._default).cost(walk).tokens
+
     def has_gate(self, node: str) -> bool:
         return node in self._script
 

@@ -43,13 +43,16 @@ class Semantics:
 
 class NodeSpec:
     __slots__ = ("name", "inputs", "input_set", "n_inputs", "outputs", "output_ids", "loop",
-                 "async_scheduling")
+                 "async_scheduling", "stream_inputs", "plain_inputs")
 
-    def __init__(self, node: Node, loop: LoopSpec | None) -> None:
+    def __init__(self, node: Node, loop: LoopSpec | None, stream_inputs: frozenset[str]) -> None:
         self.name = node.name
         self.inputs = node.inputs
         self.input_set = frozenset(node.inputs)
         self.n_inputs = len(node.inputs)
+        #: inputs fed by a StreamBuffer (one chunk per pass), and the others
+        self.stream_inputs = self.input_set & stream_inputs
+        self.plain_inputs = tuple(i for i in node.inputs if i not in stream_inputs)
         self.outputs = node.outputs
         #: identities of this node's own output edges (a loop's outputs are other Edge objects)
         self.output_ids = frozenset(id(e) for e in node.outputs)
@@ -60,7 +63,7 @@ class NodeSpec:
 class LoopSpec:
     __slots__ = (
         "name", "max_iters", "parent", "entities", "n_entities", "outputs", "ext_inputs",
-        "loop_back", "local_loop_back", "dynamic", "depth",
+        "loop_back", "local_loop_back", "dynamic", "stop_by", "depth",
     )
 
     def __init__(self, loop: Loop, parent: LoopSpec | None) -> None:
@@ -75,6 +78,8 @@ class LoopSpec:
         self.loop_back: frozenset[Pair] = loop_back_pairs(loop)
         self.local_loop_back: frozenset[Pair] = frozenset()
         self.dynamic = loop.stop is not None
+        #: nodes whose check_stop ends the loop (None: every node of the body)
+        self.stop_by = loop.stop.by if loop.stop is not None else None
         self.depth = 0 if parent is None else parent.depth + 1
 
 
@@ -86,26 +91,42 @@ def loop_key(name: str) -> str:
 class GraphSpec:
     """The compiled, immutable part of one worker graph, shared by all requests."""
 
-    def __init__(self, wg_id: str, walk: str, section: Section, semantics: Semantics) -> None:
+    def __init__(self, wg_id: str, walk: str, section: Section, semantics: Semantics,
+                 stream_inputs: frozenset[str] = frozenset()) -> None:
         self.id = wg_id
         self.walk = walk
         self.semantics = semantics
+        self.stream_inputs = stream_inputs
         self.nodes: dict[str, NodeSpec] = {}
         self.loops: dict[str, LoopSpec] = {}
         self.root: tuple[str, ...] = tuple(self._compile(section, None))
         self.n_root = len(self.root)
         for lp in self.loops.values():
             lp.local_loop_back = frozenset(p for p in lp.loop_back if p[1] in self.nodes)
+        #: nodes whose next iteration mstar would speculate (see `speculates`)
+        self.spec_nodes = frozenset(n for n in self.nodes if self.speculates(n))
         #: what a finishing loop drops: the whole set, or (pre-fix Rust) the local pairs only
         self.drop_on_exit = {
             name: (lp.local_loop_back if semantics.loop_back_scope == "local" else lp.loop_back)
             for name, lp in self.loops.items()
         }
 
+    def speculates(self, node: str) -> bool:
+        """mstar speculates the next iteration of an async single-node loop whose every input is
+        its own loop-back (reference 4.5: "in practice, speculation = the next iteration of a
+        single-node loop with no external inputs")."""
+        ns = self.nodes[node]
+        lp = ns.loop
+        # The node's own outputs must feed every input it has: mstar only speculates targets
+        # inside the same worker graph, from the outputs the batch is about to produce.
+        own = {e.name for e in ns.outputs if e.to == node}
+        return (ns.async_scheduling and lp is not None and lp.n_entities == 1
+                and not ns.stream_inputs and all(i in own for i in ns.inputs))
+
     def _compile(self, section: Section, loop: LoopSpec | None) -> list[str]:
         """Register nodes and loops; return the entity keys managed directly by `loop`."""
         if isinstance(section, Node):
-            self.nodes[section.name] = NodeSpec(section, loop)
+            self.nodes[section.name] = NodeSpec(section, loop, self.stream_inputs)
             return [section.name]
         if isinstance(section, Loop):
             spec = LoopSpec(section, loop)
@@ -162,6 +183,20 @@ class GraphState:
         self.scheduled: set[str] = set()
 
     # -- ingest -------------------------------------------------------------------------------
+
+    def streaming_ready(self, node: str) -> bool:
+        """The node holds every non-stream input: a stream chunk may be ingested now."""
+        ns = self.spec.nodes[node]
+        cur = self.cur[node]
+        return all(i in cur for i in ns.plain_inputs)
+
+    def ingest_chunk(self, sig: Signal) -> str:
+        """A stream chunk, for this iteration only (mstar ingests chunks with can_buffer=False,
+        and only into a node whose other inputs are all present)."""
+        ns = self.spec.nodes.get(sig.dest)
+        if ns is None or sig.name not in ns.stream_inputs or not self.streaming_ready(ns.name):
+            return REJECTED
+        return self.ingest(sig, can_buffer=False)
 
     def ingest(self, sig: Signal, can_buffer: bool = True) -> str:
         ns = self.spec.nodes.get(sig.dest)

@@ -1,18 +1,23 @@
 """One rank's runtime: its requests, their worker-graph states, and output routing.
 
 The model of mstar's ``WorkerGraphsManager`` and ``process_node_outputs``
-(reference/mstar_semantics.md section 3.4), as a pure state machine. The driver (simpy or real
-processes) calls it; it never sends anything itself. It answers:
+(reference/mstar_semantics.md sections 3.4, 5.3, 6.2), as a pure state machine. The driver (the
+worker loop) calls it; it never sends anything itself. It answers:
 
-* `admit`: a request arrives (mstar NEW_REQUEST): state for each of its worker graphs here;
-* `deliver`: signals arrive in a message: the message's walk becomes the request's current walk
-  (mstar overwrites ``fwd_info`` with the sender's), then each signal is offered to the current
-  walk's worker graphs in order; a signal none of them accepts is dropped silently, as mstar does;
-* `ready_work` / `take`: what can run, and taking a node for a batch;
+* `admit`: a request arrives (mstar NEW_REQUEST): state for each of its worker graphs here, and a
+  StreamBuffer for each stream whose consumer runs here;
+* `deliver`: signals arrive in a message: the message's walk becomes its partition's current walk
+  (mstar overwrites the partition's ``fwd_info`` with the sender's), then each signal is offered
+  to that walk's worker graphs in order; a signal none of them accepts is dropped silently, as
+  mstar does; streamed items go to their StreamBuffer;
+* `ready_work`, `state_of`: what can run;
+* `stop_loops` / `peer_stop`: a dynamic stop found here (mstar ``stop_loops``), or announced by a
+  peer (STOP_LOOPS), registers the finish flag on the loop in every current-walk worker graph;
 * `complete`: a node finished for one request: the graph state advances, and each output is
-  routed: ingested here (same or sibling worker graph), sent to peer ranks, emitted to the
-  client, or handed to the conductor; every worker graph of the walk that is now done is reset
-  and reported;
+  routed: ingested here (same or sibling worker graph), sent to peer ranks (replicated TP fan-out:
+  a rank keeps its own copy and only the instance's rank 0 sends outside the group), streamed,
+  emitted to the client, or handed to the conductor; every worker graph of the walk that is now
+  done is reset and reported;
 * `remove`: the request is torn down; what it still held is reported for the drain check.
 """
 
@@ -32,21 +37,24 @@ from simharness.runtime.graph_state import (
     Semantics,
 )
 from simharness.runtime.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
+from simharness.runtime.streams import ChunkSignal, StreamBuffer
 
 
 class Completion:
     """Everything one node completion for one request caused on this rank."""
 
-    __slots__ = ("rid", "node", "walk", "wg", "pass_no", "counter", "loop_context", "filtered",
-                 "finished_loops", "routes", "local", "to_ranks", "to_client", "to_conductor",
-                 "completed_wgs")
+    __slots__ = ("rid", "node", "walk", "partition", "wg", "pass_no", "counter", "loop_context",
+                 "filtered", "finished_loops", "routes", "local", "to_ranks", "to_client",
+                 "to_conductor", "stream_local", "completed_wgs", "partition_done", "new_tokens",
+                 "tp_rank")
 
-    def __init__(self, rid: str, node: str, walk: str, wg: str, pass_no: int, counter: int | None,
-                 loop_context: tuple[tuple[str, int, int, bool], ...],
-                 filtered: frozenset[tuple[str, str]], finished_loops: list[str]) -> None:
+    def __init__(self, rid: str, node: str, walk: str, partition: str, wg: str, pass_no: int,
+                 counter: int | None, loop_context: tuple[tuple[str, int, int, bool], ...],
+                 filtered: frozenset[tuple[str, str]], finished_loops: list[str], tp_rank: int) -> None:
         self.rid = rid
         self.node = node
         self.walk = walk
+        self.partition = partition
         self.wg = wg
         self.pass_no = pass_no
         #: the node's innermost loop counter for this forward (None outside loops)
@@ -56,7 +64,10 @@ class Completion:
         #: loop-back pairs dropped by a loop that finished on this completion
         self.filtered = filtered
         self.finished_loops = finished_loops
-        #: every routed signal with where it went: ``local:<wg>``, ``rank:<r>``, client, conductor
+        #: this rank's index in the completing worker graph's instance (0: leader or no TP)
+        self.tp_rank = tp_rank
+        #: every routed signal with where it went: ``local:<wg>``, ``rank:<r>``,
+        #: ``stream:<r>``, client, conductor
         self.routes: list[tuple[Signal, str]] = []
         #: (signal, worker graph, outcome) for outputs ingested on this rank
         self.local: list[tuple[Signal, str, str]] = []
@@ -64,8 +75,14 @@ class Completion:
         self.to_ranks: dict[int, list[Signal]] = {}
         self.to_client: list[Signal] = []
         self.to_conductor: list[Signal] = []
+        #: streamed items for a StreamBuffer on this rank
+        self.stream_local: list[Signal] = []
         #: worker graphs of this walk that are done (and were reset) after this completion
         self.completed_wgs: list[str] = []
+        #: this pass consumed its stream's final chunk: its partition is done
+        self.partition_done = False
+        #: output tokens this completion produced (edges marked new_token)
+        self.new_tokens = 0
 
 
 @dataclass
@@ -81,12 +98,26 @@ class Held:
 @dataclass
 class RequestState:
     rid: str
-    walk: str
-    pass_no: int
     assignment: Assignment
     states: dict[str, GraphState]
-    #: this rank's worker graphs of the current walk, in layout order
-    walk_states: list[tuple[str, GraphState]] = field(default_factory=list)
+    #: partition -> (current walk, pass number), as the last message for it said
+    current: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: partition -> this rank's worker graphs of the partition's current walk, in layout order
+    walk_states: dict[str, list[tuple[str, GraphState]]] = field(default_factory=dict)
+    #: (partition, pass, loop) -> iterations the request's dynamic loop runs (drawn per request)
+    stops: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    #: partition -> loops stopped in its current pass (mstar ``loop_stop_times``)
+    stopped: dict[str, set[str]] = field(default_factory=dict)
+    #: stream edge name -> the StreamBuffer of its consumer on this rank
+    buffers: dict[str, StreamBuffer] = field(default_factory=dict)
+
+    @property
+    def walk(self) -> str:
+        return next(iter(self.current.values()))[0]
+
+    @property
+    def pass_no(self) -> int:
+        return next(iter(self.current.values()))[1]
 
 
 class RankRuntime:
@@ -96,8 +127,10 @@ class RankRuntime:
         self.rank = rank
         self.layout = layout
         self.semantics = semantics
+        scenario = layout.scenario
+        self.partition_of = scenario.partition_of
         self.specs: dict[str, GraphSpec] = {
-            wg.id: GraphSpec(wg.id, wg.walk, wg.section, semantics)
+            wg.id: GraphSpec(wg.id, wg.walk, wg.section, semantics, scenario.stream_inputs(wg.walk))
             for wg in layout.worker_graphs
             if rank in wg.ranks
         }
@@ -106,41 +139,62 @@ class RankRuntime:
         self._dest_wg: dict[str, dict[str, str]] = {}
         for (walk, node), wg in layout.wg_of.items():
             self._dest_wg.setdefault(walk, {})[node] = wg
+        #: (source partition, stream edge) -> (connection, consumer node, its worker graphs)
+        self._streams = layout.stream_routes
         # Route labels, made once: a completion records where each signal went.
         self._local_label = {wg.id: "local:" + wg.id for wg in layout.worker_graphs}
         self._rank_label = {r: f"rank:{r}" for r in range(layout.num_ranks)}
+        self._stream_label = {r: f"stream:{r}" for r in range(layout.num_ranks)}
         self.requests: dict[str, RequestState] = {}
-        self._payloads = layout.scenario.payloads
-        self._default_payload = layout.scenario.payload_bytes("")
+        self._payloads = scenario.payloads
+        self._default_payload = scenario.payload_bytes("")
         self._seq = 0
 
     # -- requests -----------------------------------------------------------------------------
 
-    def admit(self, rid: str, walk: str, pass_no: int, assignment: Assignment) -> None:
+    def admit(self, rid: str, walk: str, pass_no: int, assignment: Assignment,
+              stops: dict[tuple[str, int, str], int] | None = None) -> None:
         states = {
             wg_id: GraphState(spec)
             for wg_id, spec in self.specs.items()
             if self.rank in assignment.wg_ranks[wg_id]
         }
-        req = RequestState(rid, walk, pass_no, assignment, states)
+        req = RequestState(rid, assignment, states, stops=dict(stops or {}))
         self.requests[rid] = req
-        self._set_walk(req, walk, pass_no)
+        for (src, edge), (conn, consumer, wgs) in self._streams.items():
+            if any(w in states for w in wgs):
+                req.buffers[edge] = StreamBuffer(rid, edge, consumer, src, conn.policy)
+        self.set_walk(rid, walk, pass_no)
 
-    def _set_walk(self, req: RequestState, walk: str, pass_no: int) -> None:
-        if walk != req.walk or not req.walk_states:
-            req.walk_states = [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
-        req.walk = walk
-        req.pass_no = pass_no
+    def set_walk(self, rid: str, walk: str, pass_no: int) -> None:
+        req = self.requests[rid]
+        part = self.partition_of[walk]
+        if req.current.get(part) != (walk, pass_no):
+            if part not in req.current or req.current[part][0] != walk:
+                req.walk_states[part] = [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
+            if part in req.current and req.current[part][1] != pass_no:
+                req.stopped[part] = set()  # a new pass starts with no loop stopped
+            req.current[part] = (walk, pass_no)
+            req.stopped.setdefault(part, set())
 
     def deliver(
         self, rid: str, walk: str, pass_no: int, signals: list[Signal]
     ) -> list[tuple[Signal, str | None, str]]:
         """Signals from a message. Returns (signal, worker graph or None, outcome) each."""
+        self.set_walk(rid, walk, pass_no)
         req = self.requests[rid]
-        self._set_walk(req, walk, pass_no)
+        states = req.walk_states[self.partition_of[walk]]
         out = []
         for sig in signals:
-            for wg_id, st in req.walk_states:
+            if sig.stream:
+                buf = req.buffers.get(sig.name)
+                if buf is None:
+                    out.append((sig, None, REJECTED))
+                else:
+                    buf.put(sig)
+                    out.append((sig, "stream", "buffered"))
+                continue
+            for wg_id, st in states:
                 outcome = st.ingest(sig)
                 if outcome is not REJECTED:
                     out.append((sig, wg_id, outcome))
@@ -148,6 +202,17 @@ class RankRuntime:
             else:
                 out.append((sig, None, REJECTED))
         return out
+
+    def offer_chunk(self, rid: str, chunk: ChunkSignal) -> tuple[str | None, str]:
+        """Ingest a popped chunk into the consumer in its partition's current walk, if ready."""
+        req = self.requests[rid]
+        for states in req.walk_states.values():
+            for wg_id, st in states:
+                if chunk.dest in st.spec.nodes:
+                    outcome = st.ingest_chunk(chunk)
+                    if outcome is not REJECTED:
+                        return wg_id, outcome
+        return None, REJECTED
 
     def remove(self, rid: str) -> list[Held]:
         """Tear the request down; return what it still held (nothing, in a correct run)."""
@@ -167,16 +232,31 @@ class RankRuntime:
                     out.append(f"loop {name!r} in {wg_id} left {state}")
             for node in st.ready:
                 out.append(f"{node} in {wg_id} still queued as ready")
+        for edge, buf in req.buffers.items():
+            if buf.items or buf.waiting is not None:
+                out.append(f"stream {edge!r} left {len(buf.items)} items "
+                           f"{'and a refused chunk ' if buf.waiting else ''}in its buffer")
         return out
+
+    # -- lockstep (TP) instances --------------------------------------------------------------
+
+    def tp_rank(self, rid: str, wg_id: str) -> int:
+        """This rank's index in the instance that runs `wg_id` for the request (0 outside TP)."""
+        ranks = self.requests[rid].assignment.wg_ranks[wg_id]
+        return ranks.index(self.rank) if len(ranks) > 1 else 0
+
+    def instance_of(self, rid: str, walk: str, node: str) -> tuple[int, ...]:
+        return self.requests[rid].assignment.wg_ranks[self.wg_of[(walk, node)]]
 
     # -- scheduling ---------------------------------------------------------------------------
 
     def ready_work(self) -> Iterator[tuple[str, str, str, GraphState]]:
         """(node, walk, rid, state) for every ready node, requests in admission order."""
         for rid, req in self.requests.items():
-            for _, st in req.walk_states:
-                for node in st.ready:
-                    yield node, st.spec.walk, rid, st
+            for states in req.walk_states.values():
+                for _, st in states:
+                    for node in st.ready:
+                        yield node, st.spec.walk, rid, st
 
     def state_of(self, rid: str, walk: str, node: str) -> GraphState | None:
         req = self.requests.get(rid)
@@ -184,10 +264,51 @@ class RankRuntime:
             return None
         return req.states.get(self.wg_of[(walk, node)])
 
+    # -- dynamic stops ------------------------------------------------------------------------
+
+    def stop_iterations(self, rid: str, walk: str, loop: str) -> int | None:
+        req = self.requests[rid]
+        part = self.partition_of[walk]
+        return req.stops.get((part, req.current[part][1], loop))
+
+    def stop_loops(self, rid: str, walk: str, loops: list[str]) -> list[int]:
+        """A ``check_stop`` here said stop: register the finish on every current-walk worker graph
+        that has the loop; return the peer ranks to tell (every other rank with a copy)."""
+        req = self.requests[rid]
+        part = self.partition_of[walk]
+        peers: set[int] = set()
+        for loop in loops:
+            req.stopped[part].add(loop)
+            for _, st in req.walk_states[part]:
+                st.register_finish(loop)
+            for wg in self.layout.by_walk[walk]:
+                if loop in self.layout.loops_of_wg[wg.id]:
+                    peers.update(r for r in req.assignment.wg_ranks[wg.id] if r != self.rank)
+        return sorted(peers)
+
+    def peer_stop(self, rid: str, partition: str, loops: list[str]) -> list[str]:
+        """STOP_LOOPS from a peer: stop each loop not already stopped in the current pass.
+
+        Returns the loops stopped here. As in mstar, the check is against the *current* pass
+        only, so a stop that arrives after the next pass began stops that pass's loop (Q6).
+        """
+        req = self.requests[rid]
+        done = req.stopped.setdefault(partition, set())
+        out = []
+        for loop in loops:
+            if loop in done:
+                continue
+            done.add(loop)
+            for _, st in req.walk_states.get(partition, ()):
+                st.register_finish(loop)
+            out.append(loop)
+        return out
+
     # -- completion and routing ---------------------------------------------------------------
 
     def complete(self, rid: str, node: str, walk: str) -> Completion:
         req = self.requests[rid]
+        part = self.partition_of[walk]
         wg_id = self.wg_of[(walk, node)]
         st = req.states[wg_id]
         ns = st.spec.nodes[node]
@@ -196,12 +317,17 @@ class RankRuntime:
         else:
             counter = st.loops[ns.loop.name].curr_iter
             ctx = st.loop_context(node)
+        consumed_final = bool(ns.stream_inputs) and any(
+            type(s) is ChunkSignal and s.final for s in st.cur[node].values())
         st.clear_current(node)
         items, filtered, finished = st.complete(node)
-        pass_no = req.pass_no
-        done = Completion(rid, node, walk, wg_id, pass_no, counter, ctx, filtered, finished)
+        pass_no = req.current[part][1]
         rank = self.rank
         wg_ranks = req.assignment.wg_ranks
+        src_group = wg_ranks[wg_id]
+        tp = src_group.index(rank) if len(src_group) > 1 else 0
+        done = Completion(rid, node, walk, part, wg_id, pass_no, counter, ctx, filtered, finished, tp)
+        done.partition_done = consumed_final
         states = req.states
         dest_wg_of = self._dest_wg[walk]
         routes = done.routes
@@ -216,16 +342,24 @@ class RankRuntime:
                 sig = Signal(item.name, item.to, item.persist, item.new_token,
                              payloads.get(item.name, default_payload), node, rank, walk, pass_no,
                              counter, ORIGIN_NODE if id(item) in own else ORIGIN_LOOP_OUTPUT,
-                             self._seq)
+                             self._seq, item.stream)
             else:
                 sig = item
+            if sig.new_token:
+                done.new_tokens += 1
             if sig.persist:
+                # Every rank of a TP instance persists its own copy (the conductor keeps all).
                 done.to_conductor.append(sig)
                 add_route((sig, CONDUCTOR))
+            if sig.stream:
+                if tp == 0:  # only the instance's rank 0 streams
+                    self._route_stream(done, req, sig, part)
+                continue
             dest = sig.dest
             if dest == CLIENT:
-                done.to_client.append(sig)
-                add_route((sig, CLIENT))
+                if tp == 0:  # only the instance's rank 0 emits
+                    done.to_client.append(sig)
+                    add_route((sig, CLIENT))
                 continue
             if dest == CONDUCTOR:
                 continue
@@ -240,18 +374,21 @@ class RankRuntime:
                 else:
                     done.local.append((sig, dest_wg, outcome))
                     add_route((sig, local_label[dest_wg]))
-                if len(ranks) == 1:
-                    continue
-            externals.append((sig, ranks))
+            if tp == 0 and any(r not in src_group for r in ranks):
+                externals.append((sig, ranks))
         # The done-sweep runs after local ingest and before anything leaves this rank.
-        for wid, wst in req.walk_states if req.walk == walk else self._states_of_walk(req, walk):
+        current = req.walk_states[part] if req.current[part][0] == walk else [
+            (w, s) for w, s in states.items() if s.spec.walk == walk]
+        for wid, wst in current:
             if wst.done:
                 done.completed_wgs.append(wid)
                 wst.reset()
         to_ranks = done.to_ranks
         for sig, ranks in externals:
+            # Replicated fan-out: rank 0 of the source instance sends to every destination rank
+            # outside its own group; a rank inside it already took its own copy.
             for r in ranks:
-                if r != rank:
+                if r not in src_group:
                     bucket = to_ranks.get(r)
                     if bucket is None:
                         bucket = to_ranks[r] = []
@@ -259,9 +396,15 @@ class RankRuntime:
                     add_route((sig, rank_label[r]))
         return done
 
-    @staticmethod
-    def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, GraphState]]:
-        return [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
+    def _route_stream(self, done: Completion, req: RequestState, sig: Signal, part: str) -> None:
+        conn, _consumer, wgs = self._streams[(part, sig.name)]
+        ranks = sorted({r for w in wgs for r in req.assignment.wg_ranks[w]})
+        for r in ranks:
+            if r == self.rank:
+                done.stream_local.append(sig)
+            else:
+                done.to_ranks.setdefault(r, []).append(sig)
+            done.routes.append((sig, self._stream_label[r]))
 
 
 __all__ = ["CURRENT", "PARKED", "REJECTED", "Completion", "Held", "RankRuntime", "RequestState"]

@@ -31,13 +31,17 @@ class Batch:
     number: int
     #: when it began executing (set by the worker loop's `start`)
     start: float = 0.0
+    #: the next iteration scheduled before the previous batch was postprocessed
+    speculative: bool = False
+    #: a TP follower running its leader's batch
+    follower: bool = False
 
 
 class MicroScheduler:
     def __init__(
         self,
         max_batch: Callable[[str, str], int | None],
-        gate: Callable[[str, GraphState], str],
+        gate: Callable[[str, str, str, GraphState], str],
         batching: str = "minibatch",
     ) -> None:
         self._max_batch = max_batch if batching == "backlog" else (lambda node, walk: None)
@@ -56,14 +60,24 @@ class MicroScheduler:
             else:
                 del self.backlog[key]
 
-    def next_batch(self, runtime: RankRuntime, blocked: set[str]) -> Batch | None:
+    def next_batch(
+        self,
+        runtime: RankRuntime,
+        blocked: set[str],
+        skip: Callable[[str, str, str], bool] | None = None,
+        exclude: tuple[str, str] | None = None,
+    ) -> Batch | None:
+        """The next batch; `skip(node, walk, rid)` hides work this rank must not initiate (a TP
+        follower's), `exclude` hides one (node, walk) pair this time (a speculation yield)."""
         batch = self._from_backlog(runtime, blocked)
         if batch is not None:
             return batch
         ready: dict[tuple[str, str], list[tuple[str, GraphState]]] = {}
         gate = self._gate
         for node, walk, rid, st in runtime.ready_work():
-            if rid in blocked or gate(node, st):
+            if rid in blocked or (node, walk) == exclude or (skip is not None and skip(node, walk, rid)):
+                continue
+            if gate(node, walk, rid, st):
                 continue
             ready.setdefault((node, walk), []).append((rid, st))
         if not ready:
@@ -82,7 +96,7 @@ class MicroScheduler:
             runnable = []
             for rid in rids:
                 st = runtime.state_of(rid, walk, node)
-                if st is not None and rid not in blocked and not self._gate(node, st):
+                if st is not None and rid not in blocked and not self._gate(node, walk, rid, st):
                     runnable.append(rid)
             if not runnable:
                 continue
@@ -93,6 +107,17 @@ class MicroScheduler:
                 del self.backlog[key]
             return self._cap(key, runnable)
         return None
+
+    def speculative_batch(self, node: str, walk: str, rids: list[str]) -> Batch:
+        return self._numbered(node, walk, rids, speculative=True)
+
+    def follower_batch(self, node: str, walk: str, rids: list[str]) -> Batch:
+        return self._numbered(node, walk, rids, follower=True)
+
+    def _numbered(self, node: str, walk: str, rids: list[str], **flags: bool) -> Batch:
+        self.batch_number += 1
+        self.last_scheduled[(node, walk)] = self.batch_number
+        return Batch(node, walk, rids, self.batch_number, **flags)
 
     def _cap(self, key: tuple[str, str], rids: list[str]) -> Batch:
         cap = self._max_batch(key[0], key[1])

@@ -15,12 +15,13 @@ from __future__ import annotations
 ORIGIN_NODE = "node"
 ORIGIN_WALK_START = "walk_start"
 ORIGIN_LOOP_OUTPUT = "loop_output"
+ORIGIN_STREAM = "stream"
 
 
 class Signal:
     __slots__ = (
         "name", "dest", "persist", "new_token", "nbytes", "src", "src_rank", "walk", "pass_no",
-        "counter", "origin", "seq",
+        "counter", "origin", "seq", "stream",
     )
 
     def __init__(
@@ -37,6 +38,7 @@ class Signal:
         counter: int | None,
         origin: str,
         seq: int,
+        stream: bool = False,
     ) -> None:
         self.name = name
         self.dest = dest
@@ -54,6 +56,8 @@ class Signal:
         self.origin = origin
         #: unique per producer, in production order: a stable identity for traces
         self.seq = seq
+        #: a streaming edge: it goes to the consumer's StreamBuffer, not into a slot
+        self.stream = stream
 
     @property
     def pair(self) -> tuple[str, str]:

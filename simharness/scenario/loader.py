@@ -30,10 +30,17 @@ from simharness.graph.ir import (
     Parallel,
     Section,
     Sequential,
+    StopRule,
+    iter_nodes,
 )
 from simharness.scenario import fields as f
 from simharness.scenario.model import (
+    DEFAULT_PARTITION,
+    ChunkPolicySpec,
+    Connection,
+    Dist,
     Expect,
+    KvConfig,
     Limits,
     Network,
     NodeFacts,
@@ -44,14 +51,16 @@ from simharness.scenario.model import (
     RuntimeChoice,
     Scenario,
     ScriptStep,
+    Step,
     WalkCost,
 )
 from simharness.scenario.overrides import apply_overrides
 
 TOP_KEYS = (
     "name", "description", "seed", "graph", "placement", "runtime", "workload", "network",
-    "payloads", "expect", "limits",
+    "payloads", "expect", "limits", "kv",
 )
+POLICIES = ("sliding_window", "left_context", "fixed")
 SECTION_KINDS = ("node", "sequential", "parallel", "loop")
 TRANSPORTS = ("shm", "ipc", "tcp", "rdma")
 DEFAULT_RUNTIME = "mstar-python"
@@ -122,11 +131,17 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
     description = f.string(top.get("description", ""), "description")
     seed = f.integer(top.get("seed", 0), "seed", minimum=0)
 
-    graph = f.mapping(top["graph"], "graph", ("nodes", "walks", "requests"), required=("walks",))
+    graph = f.mapping(top["graph"], "graph", ("nodes", "walks", "requests", "partitions", "streams"),
+                      required=("walks",))
     walks = _walks(graph["walks"])
-    facts = {w: WalkFacts(w, root) for w, root in walks.items()}
+    partitions = _partitions(graph.get("partitions"), walks)
+    connections = _streams(graph.get("streams", []), partitions)
+    part_of = {w: p for p, ws in partitions.items() for w in ws}
+    facts = {w: WalkFacts(w, root, frozenset(c.edge for c in connections if c.dst == part_of[w]))
+             for w, root in walks.items()}
+    _check_stream_edges(facts, partitions, connections)
     nodes = _node_facts(graph.get("nodes", {}), facts)
-    requests = _requests(graph.get("requests"), walks)
+    requests = _requests(graph.get("requests"), walks, partitions, facts)
     _check_inputs_are_sent(requests, facts, graph.get("requests") is None)
 
     placement = _placement(top["placement"], facts)
@@ -137,8 +152,9 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         f.name(k, f.join("payloads", str(k)), "a signal name"): f.size(v, f.join("payloads", str(k)))
         for k, v in f.mapping(top.get("payloads", {}), "payloads", _any_key(top.get("payloads"))).items()
     }
-    expect = _expect(top.get("expect", {}), facts)
+    expect = _expect(top.get("expect", {}), facts, requests)
     limits = _limits(top.get("limits", {}))
+    kv = _kv(top.get("kv", {}))
     return Scenario(
         name=name,
         description=description,
@@ -153,6 +169,9 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         payloads=payloads,
         expect=expect,
         limits=limits,
+        partitions=partitions,
+        connections=connections,
+        kv=kv,
         source=source,
         fingerprint=fingerprint(raw),
         raw=raw,
@@ -238,7 +257,7 @@ def _edges(raw: Any, path: str) -> tuple[Edge, ...]:
     out = []
     for i, item in enumerate(f.sequence(raw, path)):
         p = f.join(path, i)
-        m = f.mapping(item, p, ("name", "to", "persist", "new_token"), required=("name", "to"))
+        m = f.mapping(item, p, ("name", "to", "persist", "new_token", "stream"), required=("name", "to"))
         to = f.name(m["to"], f.join(p, "to"), "a destination")
         persist = f.boolean(m.get("persist", to == CONDUCTOR), f.join(p, "persist"))
         if to == CONDUCTOR and not persist:
@@ -249,13 +268,17 @@ def _edges(raw: Any, path: str) -> tuple[Edge, ...]:
             to=to,
             persist=persist,
             new_token=f.boolean(m.get("new_token", False), f.join(p, "new_token")),
+            stream=f.boolean(m.get("stream", False), f.join(p, "stream")),
             path=p,
         ))
+        if out[-1].stream and (out[-1].to in SPECIAL_DESTINATIONS or out[-1].persist):
+            raise ScenarioError(f.join(p, "stream"), "a streaming edge goes to a node of another "
+                                                     "partition, never to client or conductor")
     return tuple(out)
 
 
 def _loop(raw: Any, path: str, ctx: _WalkContext) -> Loop:
-    m = f.mapping(raw, path, ("name", "max_iters", "body", "outputs", "accumulated_outputs"),
+    m = f.mapping(raw, path, ("name", "max_iters", "body", "outputs", "accumulated_outputs", "stop"),
                   required=("max_iters", "body"))
     if "name" in m:
         name = f.name(m["name"], f.join(path, "name"), "a loop name")
@@ -279,7 +302,19 @@ def _loop(raw: Any, path: str, ctx: _WalkContext) -> Loop:
     if clash:
         raise ScenarioError(f.join(path, "accumulated_outputs"),
                             f"outputs and accumulated_outputs must differ by name: {sorted(clash)}")
-    return Loop(name, max_iters, body, outputs, accumulated, path=path)
+    stop = None
+    if "stop" in m:
+        sm = f.mapping(m["stop"] if m["stop"] is not None else {}, f.join(path, "stop"), ("by",))
+        by = None
+        if "by" in sm:
+            by = f.name_list(sm["by"], f.join(f.join(path, "stop"), "by"), "a node name", non_empty=True)
+            body_nodes = {n.name for n in iter_nodes(body)}
+            for i, n in enumerate(by):
+                if n not in body_nodes:
+                    raise ScenarioError(f.join(f.join(f.join(path, "stop"), "by"), i),
+                                        f"node {n!r} is not in the body of loop {name!r}")
+        stop = StopRule(by)
+    return Loop(name, max_iters, body, outputs, accumulated, stop=stop, path=path)
 
 
 def _check_walk(root: Section, ctx: _WalkContext) -> None:
@@ -288,7 +323,7 @@ def _check_walk(root: Section, ctx: _WalkContext) -> None:
     nodes = facts.nodes
     loop_outputs = [e for lp in facts.loops.values() for e in lp.outputs + lp.accumulated_outputs]
     for edge in [e for n in nodes.values() for e in n.outputs] + loop_outputs:
-        if edge.to in SPECIAL_DESTINATIONS:
+        if edge.to in SPECIAL_DESTINATIONS or edge.stream:
             continue
         if edge.to not in nodes:
             raise ScenarioError(f.join(edge.path, "to"),
@@ -313,7 +348,8 @@ def _node_facts(raw: Any, facts: dict[str, WalkFacts]) -> dict[str, NodeFacts]:
         if node not in known:
             raise ScenarioError(path, f"node {node!r} appears in no walk "
                                       f"(nodes in walks: {', '.join(sorted(known))})")
-        m = f.mapping(body, path, ("service_ms", "per_request_ms", "max_batch", "per_walk", "script"))
+        m = f.mapping(body, path, ("service_ms", "per_request_ms", "max_batch", "tokens", "per_walk",
+                                   "script", "kv_label"))
         script = tuple(_script_step(item, f.join(f.join(path, "script"), i), node, facts)
                        for i, item in enumerate(f.sequence(m.get("script", []), f.join(path, "script"))))
         base = _walk_cost(m, path, WalkCost())
@@ -324,8 +360,12 @@ def _node_facts(raw: Any, facts: dict[str, WalkFacts]) -> dict[str, NodeFacts]:
             if walk not in facts or node not in facts[walk].nodes:
                 raise ScenarioError(wpath, f"node {node!r} is not in walk {walk!r}")
             per_walk[walk] = _walk_cost(f.mapping(cost, wpath, ("service_ms", "per_request_ms",
-                                                                "max_batch")), wpath, base)
-        out[node] = NodeFacts(base.service_ms, base.per_request_ms, base.max_batch, per_walk, script)
+                                                                "max_batch", "tokens")), wpath, base)
+        kv_label = None
+        if m.get("kv_label") is not None:
+            kv_label = f.name(m["kv_label"], f.join(path, "kv_label"), "a KV cache label")
+        out[node] = NodeFacts(base.service_ms, base.per_request_ms, base.max_batch, base.tokens,
+                              per_walk, script, kv_label)
     return out
 
 
@@ -336,6 +376,7 @@ def _walk_cost(m: dict[str, Any], path: str, default: WalkCost) -> WalkCost:
                                 f.join(path, "per_request_ms"), minimum=0),
         max_batch=(default.max_batch if m.get("max_batch") is None
                    else f.integer(m["max_batch"], f.join(path, "max_batch"), minimum=1)),
+        tokens=f.integer(m.get("tokens", default.tokens), f.join(path, "tokens"), minimum=0),
     )
 
 
@@ -356,31 +397,196 @@ def _script_step(raw: Any, path: str, node: str, facts: dict[str, WalkFacts]) ->
     return ScriptStep(at, names, path=path)
 
 
-def _requests(raw: Any, walks: dict[str, Section]) -> dict[str, RequestKind]:
+def _partitions(raw: Any, walks: dict[str, Section]) -> dict[str, tuple[str, ...]]:
+    if raw is None:
+        return {DEFAULT_PARTITION: tuple(walks)}
+    out: dict[str, tuple[str, ...]] = {}
+    seen: dict[str, str] = {}
+    for part, ws in f.mapping(raw, "graph.partitions", _any_key(raw)).items():
+        path = f.join("graph.partitions", part)
+        f.name(part, path, "a partition name")
+        names = f.name_list(ws, path, "a walk name", non_empty=True)
+        for i, w in enumerate(names):
+            if w not in walks:
+                raise ScenarioError(f.join(path, i), f"unknown walk {w!r} (walks: {', '.join(walks)})")
+            if w in seen:
+                raise ScenarioError(f.join(path, i), f"walk {w!r} is already in partition {seen[w]!r}")
+            seen[w] = part
+        out[part] = names
+    missing = [w for w in walks if w not in seen]
+    if missing:
+        raise ScenarioError("graph.partitions", f"walk {missing[0]!r} is in no partition")
+    return out
+
+
+def _streams(raw: Any, partitions: dict[str, tuple[str, ...]]) -> tuple[Connection, ...]:
+    out = []
+    for i, item in enumerate(f.sequence(raw, "graph.streams")):
+        path = f.join("graph.streams", i)
+        m = f.mapping(item, path, ("from", "to", "edge", "policy"), required=("from", "to", "edge", "policy"))
+        ends = []
+        for key in ("from", "to"):
+            part = f.name(m[key], f.join(path, key), "a partition name")
+            if part not in partitions:
+                raise ScenarioError(f.join(path, key), f"unknown partition {part!r} "
+                                                       f"(partitions: {', '.join(partitions)})")
+            ends.append(part)
+        if ends[0] == ends[1]:
+            raise ScenarioError(f.join(path, "to"), "a stream connects two different partitions")
+        edge = f.name(m["edge"], f.join(path, "edge"), "an edge name")
+        if any(c.src == ends[0] and c.edge == edge for c in out):
+            raise ScenarioError(f.join(path, "edge"), f"partition {ends[0]!r} already streams {edge!r}")
+        out.append(Connection(ends[0], ends[1], edge, _policy(m["policy"], f.join(path, "policy")), path))
+    return tuple(out)
+
+
+def _policy(raw: Any, path: str) -> ChunkPolicySpec:
+    m = f.mapping(raw, path, POLICIES)
+    if len(m) != 1:
+        raise ScenarioError(path, f"expected exactly one of {', '.join(POLICIES)}")
+    kind, body = next(iter(m.items()))
+    p = f.join(path, kind)
+    if kind == "sliding_window":
+        b = f.mapping(body, p, ("window", "stride"), required=("window", "stride"))
+        window = f.integer(b["window"], f.join(p, "window"), minimum=1)
+        stride = f.integer(b["stride"], f.join(p, "stride"), minimum=1)
+        if stride > window:
+            raise ScenarioError(f.join(p, "stride"), f"expected a stride <= window ({window}), got {stride}")
+        return ChunkPolicySpec(kind, window=window, stride=stride)
+    if kind == "left_context":
+        b = f.mapping(body, p, ("chunk", "context"), required=("chunk", "context"))
+        chunk = f.integer(b["chunk"], f.join(p, "chunk"), minimum=1)
+        ctx = f.integer(b["context"], f.join(p, "context"), minimum=0)
+        if ctx > chunk:
+            raise ScenarioError(f.join(p, "context"), f"expected a context <= chunk ({chunk}), got {ctx}")
+        return ChunkPolicySpec(kind, chunk=chunk, context=ctx)
+    b = f.mapping(body, p, ("chunk", "continue_after_done"), required=("chunk",))
+    return ChunkPolicySpec(kind, chunk=f.integer(b["chunk"], f.join(p, "chunk"), minimum=1),
+                           continue_after_done=f.boolean(b.get("continue_after_done", False),
+                                                         f.join(p, "continue_after_done")))
+
+
+def _check_stream_edges(
+    facts: dict[str, WalkFacts], partitions: dict[str, tuple[str, ...]], connections: tuple[Connection, ...]
+) -> None:
+    part_of = {w: p for p, ws in partitions.items() for w in ws}
+    for walk, wf in facts.items():
+        for node in wf.nodes.values():
+            for edge in node.outputs:
+                if not edge.stream:
+                    continue
+                conn = next((c for c in connections if c.src == part_of[walk] and c.edge == edge.name), None)
+                if conn is None:
+                    raise ScenarioError(f.join(edge.path, "stream"),
+                                        f"no stream {edge.name!r} leaves partition {part_of[walk]!r} "
+                                        f"(declare it in graph.streams)")
+                consumers = {n.name: n for w in partitions[conn.dst] for n in facts[w].nodes.values()}
+                if edge.to not in consumers:
+                    raise ScenarioError(f.join(edge.path, "to"),
+                                        f"stream {edge.name!r} goes to partition {conn.dst!r}, which has "
+                                        f"no node {edge.to!r}")
+                if edge.name not in consumers[edge.to].inputs:
+                    raise ScenarioError(f.join(edge.path, "name"),
+                                        f"{edge.to} has no input named {edge.name!r}")
+
+
+def _dist(raw: Any, path: str) -> Dist:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return Dist("fixed", f.integer(raw, path, minimum=1), raw)
+    m = f.mapping(raw, path, ("fixed", "uniform"))
+    if len(m) != 1:
+        raise ScenarioError(path, "expected an integer, {fixed: N} or {uniform: [LOW, HIGH]}")
+    if "fixed" in m:
+        n = f.integer(m["fixed"], f.join(path, "fixed"), minimum=1)
+        return Dist("fixed", n, n)
+    lo_hi = f.sequence(m["uniform"], f.join(path, "uniform"))
+    if len(lo_hi) != 2:
+        raise ScenarioError(f.join(path, "uniform"), "expected [LOW, HIGH]")
+    lo = f.integer(lo_hi[0], f.join(f.join(path, "uniform"), 0), minimum=1)
+    hi = f.integer(lo_hi[1], f.join(f.join(path, "uniform"), 1), minimum=lo)
+    return Dist("uniform", lo, hi)
+
+
+def _steps(raw: Any, path: str, part: str, partitions: dict[str, tuple[str, ...]]) -> tuple[Step, ...]:
+    out = []
+    items = f.sequence(raw, path, non_empty=True)
+    for i, item in enumerate(items):
+        p = f.join(path, i)
+        if isinstance(item, dict):
+            m = f.mapping(item, p, ("walk", "times", "until"), required=("walk",))
+            walk = f.name(m["walk"], f.join(p, "walk"), "a walk name")
+            times = f.integer(m.get("times", 1), f.join(p, "times"), minimum=1)
+            until = m.get("until")
+            if until is not None and until != "final_chunk":
+                raise ScenarioError(f.join(p, "until"), f"expected final_chunk, got {f.describe(until)}")
+            if until is not None and i != len(items) - 1:
+                raise ScenarioError(f.join(p, "until"), "only the last step can repeat until the final chunk")
+            step = Step(walk, times, until is not None)
+            wpath = f.join(p, "walk")
+        else:
+            walk = f.name(item, p, "a walk name")
+            step = Step(walk)
+            wpath = p
+        if walk not in partitions[part]:
+            where = next((q for q, ws in partitions.items() if walk in ws), None)
+            raise ScenarioError(wpath, f"unknown walk {walk!r}" if where is None
+                                else f"walk {walk!r} belongs to partition {where!r}, not {part!r}")
+        out.append(step)
+    return tuple(out)
+
+
+def _requests(
+    raw: Any, walks: dict[str, Section], partitions: dict[str, tuple[str, ...]],
+    facts: dict[str, WalkFacts],
+) -> dict[str, RequestKind]:
+    only = next(iter(partitions)) if len(partitions) == 1 else None
     if raw is None:
         # Without request kinds, each walk is a kind of its own: the simplest useful default.
-        return {w: RequestKind(w, (w,)) for w in walks}
+        return {w: RequestKind(w, {next(p for p, ws in partitions.items() if w in ws): (Step(w),)})
+                for w in walks}
     out: dict[str, RequestKind] = {}
     for kind, body in f.mapping(raw, "graph.requests", _any_key(raw)).items():
         path = f.join("graph.requests", kind)
         f.name(kind, path, "a request kind")
         if isinstance(body, list):
-            seq, inputs = body, []
-            seq_path = path
+            body = {"walks": body}
+            list_form = True
         else:
-            m = f.mapping(body, path, ("walks", "inputs"), required=("walks",))
-            seq, inputs = m["walks"], m.get("inputs", [])
-            seq_path = f.join(path, "walks")
-        items = f.sequence(seq, seq_path, non_empty=True)
-        names = []
-        for i, w in enumerate(items):
-            wn = f.name(w, f.join(seq_path, i), "a walk name")
-            if wn not in walks:
-                raise ScenarioError(f.join(seq_path, i), f"unknown walk {wn!r} "
-                                                         f"(walks: {', '.join(walks)})")
-            names.append(wn)
-        out[kind] = RequestKind(kind, tuple(names),
-                                f.name_list(inputs, f.join(path, "inputs"), "an input name"))
+            list_form = False
+        m = f.mapping(body, path, ("walks", "partitions", "inputs", "stops", "max_output_tokens"))
+        if ("walks" in m) == ("partitions" in m):
+            raise ScenarioError(path, "expected exactly one of walks (one partition) or partitions")
+        parts: dict[str, tuple[Step, ...]] = {}
+        if "walks" in m:
+            if only is None:
+                raise ScenarioError(f.join(path, "walks"), "the graph has several partitions: give "
+                                                           "partitions: {PARTITION: [walks]}")
+            parts[only] = _steps(m["walks"], path if list_form else f.join(path, "walks"), only, partitions)
+        else:
+            pm = f.mapping(m["partitions"], f.join(path, "partitions"), list(partitions))
+            if not pm:
+                raise ScenarioError(f.join(path, "partitions"), "expected at least one partition")
+            for part, steps in pm.items():
+                parts[part] = _steps(steps, f.join(f.join(path, "partitions"), part), part, partitions)
+        inputs = f.name_list(m.get("inputs", []), f.join(path, "inputs"), "an input name")
+        used_walks = {st.walk for steps in parts.values() for st in steps}
+        dynamic = {lp.name: w for w in used_walks for lp in facts[w].loops.values() if lp.stop is not None}
+        stops: dict[str, Dist] = {}
+        sraw = m.get("stops", {})
+        for loop, d in f.mapping(sraw, f.join(path, "stops"), _any_key(sraw)).items():
+            lpath = f.join(f.join(path, "stops"), loop)
+            if loop not in dynamic:
+                raise ScenarioError(lpath, f"no dynamic loop {loop!r} (a loop with stop:) in the walks "
+                                           f"of {kind!r}")
+            stops[loop] = _dist(d, lpath)
+        for loop, walk in dynamic.items():
+            if loop not in stops:
+                raise ScenarioError(f.join(path, "stops"),
+                                    f"dynamic loop {loop!r} of walk {walk!r} needs an iteration count "
+                                    f"here (e.g. {loop}: {{uniform: [20, 60]}})")
+        mot = m.get("max_output_tokens")
+        cap = None if mot is None else f.integer(mot, f.join(path, "max_output_tokens"), minimum=1)
+        out[kind] = RequestKind(kind, parts, inputs, stops, cap)
     if not out:
         raise ScenarioError("graph.requests", "expected at least one request kind")
     return out
@@ -391,25 +597,27 @@ def _check_inputs_are_sent(
 ) -> None:
     """Every external input of every walk a request takes must come from somewhere.
 
-    The conductor sends a walk's loop-back seeds itself; other external inputs must be supplied
-    by the client (``graph.requests.KIND.inputs``) or persisted by an earlier walk.
+    The conductor sends a walk's loop-back seeds itself and streams feed themselves; other
+    external inputs must be supplied by the client (``graph.requests.KIND.inputs``) or persisted
+    by an earlier walk of the same partition.
     """
     for kind in requests.values():
-        persisted: set[str] = set()
-        for walk in kind.walks:
-            wf = facts[walk]
-            for name, dest in sorted(wf.io.ext_inputs):
-                if name in kind.inputs or name in persisted:
-                    continue
-                node = wf.nodes[dest]
-                path = f.join(f.join(node.path, "inputs"), node.inputs.index(name))
-                supply = ("list it in graph.requests" if implicit
-                          else f"request kind {kind.name!r} neither supplies it (graph.requests."
-                               f"{kind.name}.inputs) nor persists it in an earlier walk")
-                raise ScenarioError(path, f"input {name!r} of node {dest} is never sent in walk "
-                                          f"{walk!r}: no edge in the walk targets it, it is not a "
-                                          f"loop-back input, and {supply}")
-            persisted |= {e.name for n in wf.nodes.values() for e in n.outputs if e.persist}
+        for steps in kind.partitions.values():
+            persisted: set[str] = set()
+            for step in steps:
+                wf = facts[step.walk]
+                for name, dest in sorted(wf.external_inputs):
+                    if name in kind.inputs or name in persisted:
+                        continue
+                    node = wf.nodes[dest]
+                    path = f.join(f.join(node.path, "inputs"), node.inputs.index(name))
+                    supply = ("list it in graph.requests" if implicit
+                              else f"request kind {kind.name!r} neither supplies it (graph.requests."
+                                   f"{kind.name}.inputs) nor persists it in an earlier walk")
+                    raise ScenarioError(path, f"input {name!r} of node {dest} is never sent in walk "
+                                              f"{step.walk!r}: no edge in the walk targets it, it is not a "
+                                              f"loop-back input or a stream, and {supply}")
+                persisted |= {e.name for n in wf.nodes.values() for e in n.outputs if e.persist}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,10 +647,6 @@ def _placement(raw: Any, facts: dict[str, WalkFacts]) -> Placement:
                                         f"unknown walk {w!r} (walks: {', '.join(facts)})")
         tp = f.integer(gm.get("tp_size", 1), f.join(path, "tp_size"), minimum=1)
         sp = f.integer(gm.get("sp_size", 1), f.join(path, "sp_size"), minimum=1)
-        if tp * sp > 1:
-            raise ScenarioError(f.join(path, "tp_size" if tp > 1 else "sp_size"),
-                                "tensor and sequence parallel groups are not modelled yet; "
-                                "use tp_size: 1 and sp_size: 1")
         if len(ranks) % (tp * sp):
             raise ScenarioError(f.join(path, "ranks"),
                                 f"{len(ranks)} ranks do not split into instances of tp_size*sp_size "
@@ -504,20 +708,36 @@ def _network(raw: Any) -> Network:
     )
 
 
-def _expect(raw: Any, facts: dict[str, WalkFacts]) -> Expect:
-    m = f.mapping(raw, "expect", ("forwards_per_request",))
-    fpr: dict[str, dict[str, int]] = {}
-    fpr_raw = m.get("forwards_per_request", {})
-    for walk, counts in f.mapping(fpr_raw, "expect.forwards_per_request", _any_key(fpr_raw)).items():
-        path = f.join("expect.forwards_per_request", walk)
+def _expect(raw: Any, facts: dict[str, WalkFacts], requests: dict[str, RequestKind]) -> Expect:
+    m = f.mapping(raw, "expect", ("forwards_per_request", "per_request_kind"))
+    fpr = _walk_counts(m.get("forwards_per_request", {}), "expect.forwards_per_request", facts)
+    per_kind: dict[str, dict[str, dict[str, int]]] = {}
+    pk = m.get("per_request_kind", {})
+    for kind, body in f.mapping(pk, "expect.per_request_kind", _any_key(pk)).items():
+        path = f.join("expect.per_request_kind", kind)
+        if kind not in requests:
+            raise ScenarioError(path, f"unknown request kind {kind!r} (kinds: {', '.join(requests)})")
+        per_kind[kind] = _walk_counts(body, path, facts)
+    return Expect(fpr, per_kind)
+
+
+def _walk_counts(raw: Any, base: str, facts: dict[str, WalkFacts]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for walk, counts in f.mapping(raw, base, _any_key(raw)).items():
+        path = f.join(base, walk)
         if walk not in facts:
             raise ScenarioError(path, f"unknown walk {walk!r} (walks: {', '.join(facts)})")
-        fpr[walk] = {}
+        out[walk] = {}
         for node, n in f.mapping(counts, path, _any_key(counts)).items():
             if node not in facts[walk].nodes:
                 raise ScenarioError(f.join(path, node), f"walk {walk!r} has no node {node!r}")
-            fpr[walk][node] = f.integer(n, f.join(path, node), minimum=0)
-    return Expect(fpr)
+            out[walk][node] = f.integer(n, f.join(path, node), minimum=0)
+    return out
+
+
+def _kv(raw: Any) -> KvConfig:
+    m = f.mapping(raw, "kv", ("bytes_per_token",))
+    return KvConfig(f.size(m.get("bytes_per_token", KvConfig().bytes_per_token), "kv.bytes_per_token"))
 
 
 def _limits(raw: Any) -> Limits:

@@ -34,37 +34,106 @@ class ScriptStep:
 
 @dataclass(frozen=True, slots=True)
 class WalkCost:
-    """Cost and batch cap of a node in one walk (prefill and decode differ)."""
+    """Cost and batch cap of a node in one walk (prefill and decode differ), and how many tokens
+    one forward adds to the node's KV cache (a prompt's length in a prefill, 1 in a decode)."""
 
     service_ms: float = 1.0
     per_request_ms: float = 0.0
     max_batch: int | None = None
+    tokens: int = 1
 
 
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
-    """Fake-node behaviour: cost of one batch, batch cap, per-walk overrides, scripted gates."""
+    """Fake-node behaviour: cost of one batch, batch cap, per-walk overrides, scripted gates,
+    and the KV cache label of a KV-cache node (its pages must be pulled to a rank before the
+    node can run there, as mstar's ``check_ready`` requires)."""
 
     service_ms: float = 1.0
     per_request_ms: float = 0.0
     max_batch: int | None = None
+    tokens: int = 1
     per_walk: Mapping[str, WalkCost] = field(default_factory=dict)
     script: tuple[ScriptStep, ...] = ()
+    kv_label: str | None = None
 
     def cost(self, walk: str) -> WalkCost:
         own = self.per_walk.get(walk)
         if own is not None:
             return own
-        return WalkCost(self.service_ms, self.per_request_ms, self.max_batch)
+        return WalkCost(self.service_ms, self.per_request_ms, self.max_batch, self.tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPolicySpec:
+    """A StreamBuffer's chunk policy (mstar ``mstar/streaming/chunk_policy.py``).
+
+    ``sliding_window``: ready at `window` items, pops `window`, advances `stride`.
+    ``left_context``: the first pop takes `chunk` items and advances ``chunk - context``; later
+    pops take ``chunk + context`` and advance `chunk`.
+    ``fixed``: pops and advances `chunk`; with `continue_after_done` it keeps producing empty
+    chunks after the producer is done and never marks a chunk final.
+    """
+
+    kind: str
+    window: int = 1
+    stride: int = 1
+    chunk: int = 1
+    context: int = 0
+    continue_after_done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """A stream between partitions: edges named `edge` from `src` feed consumers in `dst`."""
+
+    src: str
+    dst: str
+    edge: str
+    policy: ChunkPolicySpec
+    path: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One entry of a partition's walk sequence: `walk` run `times` times, or, with
+    `until_final`, again and again until the pass that consumed its stream's final chunk."""
+
+    walk: str
+    times: int = 1
+    until_final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Dist:
+    """A per-request draw: ``fixed`` n, or ``uniform`` integers in [low, high]."""
+
+    kind: str
+    low: int
+    high: int
+
+    def draw(self, rng) -> int:
+        if self.kind == "fixed" or self.low == self.high:
+            return self.low
+        return int(rng.integers(self.low, self.high + 1))
 
 
 @dataclass(frozen=True, slots=True)
 class RequestKind:
-    """The walks a request of this kind takes, in order, and what the client supplies."""
+    """What a request of this kind does: per partition, the walks it takes in order; what the
+    client supplies; how many iterations its dynamic loops run (drawn per request); and the
+    conductor's cap on output tokens."""
 
     name: str
-    walks: tuple[str, ...]
+    partitions: Mapping[str, tuple[Step, ...]]
     inputs: tuple[str, ...] = ()
+    stops: Mapping[str, Dist] = field(default_factory=dict)
+    max_output_tokens: int | None = None
+
+    @property
+    def walks(self) -> tuple[str, ...]:
+        """Every walk the kind names, partitions in order (repeats listed once per step)."""
+        return tuple(st.walk for steps in self.partitions.values() for st in steps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +203,14 @@ class Limits:
 class Expect:
     #: walk -> node -> forwards per request on each rank that runs the node.
     forwards_per_request: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: request kind -> walk -> node -> forwards per request of that kind.
+    per_request_kind: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class KvConfig:
+    #: bytes of KV cache per token (all layers, one label), what a pull moves per token
+    bytes_per_token: int = 56 * 1024
 
 
 @dataclass(frozen=True)
@@ -151,6 +228,10 @@ class Scenario:
     payloads: Mapping[str, int]
     expect: Expect
     limits: Limits
+    #: partition -> its walks (one partition "default" holding every walk unless declared)
+    partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    connections: tuple[Connection, ...] = ()
+    kv: KvConfig = field(default_factory=KvConfig)
     source: str = field(default="<memory>", compare=False)
     #: sha256 of the canonical scenario (the seed excluded): identifies the layout and load.
     fingerprint: str = field(default="", compare=False)
@@ -159,7 +240,17 @@ class Scenario:
 
     @cached_property
     def walk_facts(self) -> dict[str, WalkFacts]:
-        return {name: WalkFacts(name, root) for name, root in self.walks.items()}
+        return {name: WalkFacts(name, root, self.stream_inputs(name))
+                for name, root in self.walks.items()}
+
+    @cached_property
+    def partition_of(self) -> dict[str, str]:
+        return {w: p for p, walks in self.partitions.items() for w in walks}
+
+    def stream_inputs(self, walk: str) -> frozenset[str]:
+        """Edge names that stream into `walk` (its partition's incoming connections)."""
+        part = self.partition_of.get(walk, DEFAULT_PARTITION)
+        return frozenset(c.edge for c in self.connections if c.dst == part)
 
     def node_facts(self, node: str) -> NodeFacts:
         return self.nodes.get(node, DEFAULT_NODE_FACTS)
@@ -173,5 +264,6 @@ class Scenario:
 
 
 DEFAULT_NODE_FACTS = NodeFacts()
+DEFAULT_PARTITION = "default"
 #: A signal with no size in `payloads` is a small tensor (one token id, a flag).
 DEFAULT_PAYLOAD_BYTES = 64

@@ -49,13 +49,13 @@ class _StickyCounterState(GraphState):
 
 
 class _StickyRank(RankRuntime):
-    def admit(self, rid, walk, pass_no, assignment):
-        super().admit(rid, walk, pass_no, assignment)
+    def admit(self, rid, walk, pass_no, assignment, stops=None):
+        super().admit(rid, walk, pass_no, assignment, stops)
         req = self.requests[rid]
         for wg in list(req.states):
             req.states[wg] = _StickyCounterState(self.specs[wg])
-        self._set_walk(req, walk, pass_no)
-        req.walk_states = [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
+        req.walk_states = {part: [(wg, req.states[wg]) for wg, _ in sts]
+                           for part, sts in req.walk_states.items()}
 
 
 class LeavesLoopState(MstarPython):
