@@ -1,7 +1,8 @@
 """Checks: observers of the trace, one module per invariant, each returning `Violation`s.
 
-Built in and always on: ``forwards``, ``loop_exit``, ``drain``, ``liveness``, ``expect``.
-``determinism`` runs on request (the runner runs the scenario twice and compares digests).
+Built in and always on: ``forwards``, ``loop_exit``, ``drain``, ``liveness``, ``tp_agreement``,
+``streams``, ``worker_graphs``, ``kv_handoff``, ``expect``. ``determinism`` runs on request (the
+runner runs the scenario twice and compares digests).
 """
 
 from __future__ import annotations
@@ -10,15 +11,22 @@ from simharness.checks.base import Check, RunContext, Violation
 from simharness.checks.drain import DrainCheck
 from simharness.checks.expect import ExpectCheck
 from simharness.checks.forwards import ForwardsCheck
+from simharness.checks.kv_handoff import KvHandoffCheck
 from simharness.checks.liveness import LivenessCheck
 from simharness.checks.loop_exit import LoopExitCheck
+from simharness.checks.streams import StreamsCheck
+from simharness.checks.tp_agreement import TpAgreementCheck
+from simharness.checks.worker_graphs import WorkerGraphsCheck
 from simharness.scenario.model import Scenario
 
-CHECK_NAMES = ("forwards", "loop_exit", "drain", "liveness", "expect", "determinism")
+CHECK_NAMES = ("forwards", "loop_exit", "drain", "liveness", "tp_agreement", "streams",
+               "worker_graphs", "kv_handoff", "expect", "determinism")
 
 
 def builtin_checks(scenario: Scenario) -> list[Check]:
-    return [ForwardsCheck(), LoopExitCheck(scenario), DrainCheck(), LivenessCheck(), ExpectCheck()]
+    return [ForwardsCheck(), LoopExitCheck(scenario), DrainCheck(), LivenessCheck(),
+            TpAgreementCheck(), StreamsCheck(), WorkerGraphsCheck(), KvHandoffCheck(),
+            ExpectCheck()]
 
 
 __all__ = ["CHECK_NAMES", "Check", "RunContext", "Violation", "builtin_checks"]

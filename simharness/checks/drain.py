@@ -7,7 +7,6 @@ Reported as violations:
 * a signal dropped silently at a receiver (no worker graph of the current walk accepted it) and
   a message that reached a rank after the request was removed there (mstar parks those in
   ``_unprocessed_messages`` for ever);
-* a worker-graph-done report the conductor did not wait for;
 * at the end of the run: request state left on a rank, messages parked for unknown requests,
   requests left at the conductor, or a rank still busy.
 
@@ -28,7 +27,6 @@ class DrainCheck:
     def __init__(self) -> None:
         self.removed: list[ev.Removed] = []
         self.dropped: list[ev.Dropped] = []
-        self.unexpected: list[ev.UnexpectedReport] = []
         self.final: ev.RunEnded | None = None
 
     def on_Removed(self, e: ev.Removed) -> None:
@@ -37,9 +35,6 @@ class DrainCheck:
 
     def on_Dropped(self, e: ev.Dropped) -> None:
         self.dropped.append(e)
-
-    def on_UnexpectedReport(self, e: ev.UnexpectedReport) -> None:
-        self.unexpected.append(e)
 
     def on_RunEnded(self, e: ev.RunEnded) -> None:
         self.final = e
@@ -79,10 +74,6 @@ class DrainCheck:
             out.append(Violation(self.name, f"rank {rank} dropped {what}: {reason}",
                                  rank=rank, request=rid,
                                  details={"signals": [s.name for s in sigs]}))
-        for e in self.unexpected:
-            out.append(Violation(self.name, f"unexpected worker-graph-done report for {e.wg} from "
-                                            f"rank {e.rank}: {e.reason}", rank=e.rank, request=e.rid,
-                                 details={"wg": e.wg}))
         if self.final is not None:
             f = self.final
             for rank, rids in f.requests_left:

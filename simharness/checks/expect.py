@@ -2,6 +2,7 @@
 
 ``forwards_per_request: {walk: {node: n}}``: every request that completed and whose kind takes
 that walk ran the node `n` times in that walk (all passes together) on each rank that hosts it.
+``per_request_kind: {kind: {walk: {node: n}}}``: the same, for the requests of one kind.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ class ExpectCheck:
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = []
-        wanted = ctx.scenario.expect.forwards_per_request
         for rid in sorted(self.admitted, key=rid_order):
             if ctx.outcomes.get(rid) != "completed":
                 continue
             adm = self.admitted[rid]
             placement = dict(adm.placement)
+            wanted = dict(ctx.scenario.expect.forwards_per_request)
+            for walk, per_node in ctx.scenario.expect.per_request_kind.get(adm.request_kind, {}).items():
+                wanted[walk] = {**wanted.get(walk, {}), **per_node}
             for walk, per_node in wanted.items():
                 if walk not in adm.walks:
                     continue

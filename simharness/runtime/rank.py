@@ -233,7 +233,9 @@ class RankRuntime:
             for node in st.ready:
                 out.append(f"{node} in {wg_id} still queued as ready")
         for edge, buf in req.buffers.items():
-            if buf.items or buf.waiting is not None:
+            # A stream that continues after its producer keeps offering empty chunks by design.
+            idle_tail = buf.policy.continue_after_done and buf.producer_done and not buf.items
+            if (buf.items or buf.waiting is not None) and not idle_tail:
                 out.append(f"stream {edge!r} left {len(buf.items)} items "
                            f"{'and a refused chunk ' if buf.waiting else ''}in its buffer")
         return out

@@ -1,0 +1,30 @@
+"""`kv_handoff`: a KV-cache node runs on a rank only once the request's pages are there.
+
+In a prefill/decode split the decode rank must pull the KV pages the prefill rank wrote before
+the decode node may run (mstar's ``check_ready`` starts the pull and holds the node until it
+completes). Every start of a KV-cache node records how many tokens of its label the rank held and
+how many the conductor said exist elsewhere; holding fewer is a violation.
+"""
+
+from __future__ import annotations
+
+from simharness import events as ev
+from simharness.checks.base import RunContext, Violation
+
+
+class KvHandoffCheck:
+    name = "kv_handoff"
+
+    def __init__(self) -> None:
+        self.early: list[ev.KvUsed] = []
+
+    def on_KvUsed(self, e: ev.KvUsed) -> None:
+        if e.have < e.need:
+            self.early.append(e)
+
+    def finish(self, ctx: RunContext) -> list[Violation]:
+        return [Violation(self.name, f"{e.node} started on rank {e.rank} holding {e.have} of {e.need} tokens "
+                                     f"of KV label {e.label!r}: it ran before its KV pull completed",
+                          walk=e.walk, node=e.node, rank=e.rank, request=e.rid,
+                          details={"label": e.label, "have": e.have, "need": e.need})
+                for e in self.early]
