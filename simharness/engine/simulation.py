@@ -92,6 +92,21 @@ class Simulation:
         self.outcomes: dict[str, str] = {}
         self._next_id = 0
         self._workload_done = False
+        #: (instance, leader batch number) -> [ranks arrived, the event that fires when all have]
+        self._collectives: dict[tuple[tuple[int, ...], int], list[Any]] = {}
+
+    def collective(self, instance: tuple[int, ...], number: int) -> simpy.Event:
+        """The rendezvous of a lockstep batch: it fires when every rank of the instance has
+        started the batch (the collectives inside a TP forward hold each rank until then)."""
+        key = (instance, number)
+        entry = self._collectives.get(key)
+        if entry is None:
+            entry = self._collectives[key] = [0, self.env.event()]
+        entry[0] += 1
+        if entry[0] == len(instance):
+            del self._collectives[key]
+            entry[1].succeed()
+        return entry[1]
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -268,6 +283,8 @@ class SimWorker:
                 self._wake = None
                 continue
             duration = duration_of(batch.node, batch.walk, len(batch.rids))
+            if batch.instance:
+                yield sim.collective(batch.instance, batch.tp_number)
             loop.start(batch, env.now, duration)
             yield env.timeout(duration)
             sim.send_all(rank, loop.finish(batch, env.now))

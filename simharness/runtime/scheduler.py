@@ -35,6 +35,10 @@ class Batch:
     speculative: bool = False
     #: a TP follower running its leader's batch
     follower: bool = False
+    #: for a lockstep (TP) batch: the instance's ranks and the leader's batch number, which
+    #: together name the collective every rank of the instance joins
+    instance: tuple[int, ...] = ()
+    tp_number: int = 0
 
 
 class MicroScheduler:

@@ -284,6 +284,8 @@ class WorkerLoop:
             if followers:
                 msg = ScheduleTp(batch.node, batch.walk, list(batch.rids), batch.number, self.rank)
                 self.outbox.extend(Send(f, 0, msg) for f in followers)
+                batch.instance = (self.rank, *followers)
+                batch.tp_number = batch.number
         return batch
 
     def _tp_followers_of(self, batch: Batch) -> list[int]:
@@ -294,7 +296,8 @@ class WorkerLoop:
         if not self.follow:
             return None
         head = self.follow[0]
-        if self._follow_streak >= 1 and any(True for _ in self.runtime.ready_work()):
+        if self._follow_streak >= 1 and any(not self._follower_here(n, w, r)
+                                            for n, w, r, _ in self.runtime.ready_work()):
             self._follow_streak = 0
             return None  # after one follower batch, own ready work goes first
         states = []
@@ -307,7 +310,10 @@ class WorkerLoop:
             st.pop_ready(head.node)
         self.follow.popleft()
         self._follow_streak += 1
-        return self.scheduler.follower_batch(head.node, head.walk, list(head.rids))
+        batch = self.scheduler.follower_batch(head.node, head.walk, list(head.rids))
+        batch.instance = self.runtime.instance_of(head.rids[0], head.walk, head.node)
+        batch.tp_number = head.number
+        return batch
 
     def start(self, batch: Batch, now: float, duration: float) -> None:
         self.emit(ev.BatchStarted(now, self.rank, batch.node, batch.walk, tuple(batch.rids),
@@ -316,9 +322,10 @@ class WorkerLoop:
         for rid in batch.rids if label is not None else ():
             if rid in self.runtime.requests:
                 known = self.kv_known.get(rid, {}).get(label)
-                need = known[1] if known is not None and known[0] != self.rank else 0
+                if known is None or known[0] == self.rank:
+                    continue  # the pages were written here: nothing to pull
                 have = self.kv_local.get(rid, {}).get(label, 0)
-                self.emit(ev.KvUsed(now, self.rank, rid, batch.node, batch.walk, label, have, need))
+                self.emit(ev.KvUsed(now, self.rank, rid, batch.node, batch.walk, label, have, known[1]))
         self.busy = True
         self.in_flight = set(batch.rids)
         batch.start = now
