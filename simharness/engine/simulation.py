@@ -127,11 +127,12 @@ class Simulation:
     def _workload(self):
         env = self.env
         for phase in self.scenario.workload:
-            remaining = [phase.count]
+            issued = [0]
 
-            def client(kind: str = phase.request, remaining: list[int] = remaining):
-                while remaining[0] > 0:
-                    remaining[0] -= 1
+            def client(phase=phase, issued=issued):
+                while issued[0] < phase.count:
+                    kind = phase.kinds[issued[0] % len(phase.kinds)]
+                    issued[0] += 1
                     rid = f"r{self._next_id}"
                     self._next_id += 1
                     done = env.event()

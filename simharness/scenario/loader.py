@@ -685,13 +685,19 @@ def _workload(raw: Any, requests: dict[str, RequestKind]) -> tuple[Phase, ...]:
     for i, item in enumerate(f.sequence(raw, "workload", non_empty=True)):
         path = f.join("workload", i)
         m = f.mapping(item, path, ("request", "count", "concurrency"), required=("request", "count"))
-        kind = f.name(m["request"], f.join(path, "request"), "a request kind")
-        if kind not in requests:
-            raise ScenarioError(f.join(path, "request"), f"unknown request kind {kind!r} "
-                                                         f"(kinds: {', '.join(requests)})")
+        rp = f.join(path, "request")
+        if isinstance(m["request"], list):
+            kinds = f.name_list(m["request"], rp, "a request kind", non_empty=True)
+            paths = [f.join(rp, j) for j in range(len(kinds))]
+        else:
+            kinds = (f.name(m["request"], rp, "a request kind"),)
+            paths = [rp]
+        for kind, kpath in zip(kinds, paths, strict=True):
+            if kind not in requests:
+                raise ScenarioError(kpath, f"unknown request kind {kind!r} (kinds: {', '.join(requests)})")
         count = f.integer(m["count"], f.join(path, "count"), minimum=0)
         conc = f.integer(m.get("concurrency", 1), f.join(path, "concurrency"), minimum=1)
-        phases.append(Phase(kind, count, conc))
+        phases.append(Phase(kinds, count, conc))
     return tuple(phases)
 
 

@@ -176,14 +176,19 @@ class RuntimeChoice:
 
 @dataclass(frozen=True, slots=True)
 class Phase:
-    """A closed-loop phase: `count` requests of one kind, at most `concurrency` in flight.
+    """A closed-loop phase: `count` requests, at most `concurrency` in flight.
 
+    `kinds` are the request kinds, taken in turn (request i of the phase is ``kinds[i % n]``).
     Phases run one after the other: the next starts when every request of this one has ended.
     """
 
-    request: str
+    kinds: tuple[str, ...]
     count: int
     concurrency: int
+
+    @property
+    def request(self) -> str:
+        return self.kinds[0]
 
 
 @dataclass(frozen=True, slots=True)
