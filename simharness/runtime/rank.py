@@ -110,6 +110,8 @@ class RequestState:
     stopped: dict[str, set[str]] = field(default_factory=dict)
     #: stream edge name -> the StreamBuffer of its consumer on this rank
     buffers: dict[str, StreamBuffer] = field(default_factory=dict)
+    #: the partitions the request runs (the others are done from the start)
+    partitions: frozenset[str] = frozenset()
 
     @property
     def walk(self) -> str:
@@ -153,16 +155,18 @@ class RankRuntime:
     # -- requests -----------------------------------------------------------------------------
 
     def admit(self, rid: str, walk: str, pass_no: int, assignment: Assignment,
-              stops: dict[tuple[str, int, str], int] | None = None) -> None:
+              stops: dict[tuple[str, int, str], int] | None = None,
+              partitions: frozenset[str] | None = None) -> None:
         states = {
             wg_id: GraphState(spec)
             for wg_id, spec in self.specs.items()
             if self.rank in assignment.wg_ranks[wg_id]
         }
-        req = RequestState(rid, assignment, states, stops=dict(stops or {}))
+        parts = partitions if partitions is not None else frozenset({self.partition_of[walk]})
+        req = RequestState(rid, assignment, states, stops=dict(stops or {}), partitions=parts)
         self.requests[rid] = req
         for (src, edge), (conn, consumer, wgs) in self._streams.items():
-            if any(w in states for w in wgs):
+            if conn.dst in parts and any(w in states for w in wgs):
                 req.buffers[edge] = StreamBuffer(rid, edge, consumer, src, conn.policy)
         self.set_walk(rid, walk, pass_no)
 
@@ -400,6 +404,10 @@ class RankRuntime:
 
     def _route_stream(self, done: Completion, req: RequestState, sig: Signal, part: str) -> None:
         conn, _consumer, wgs = self._streams[(part, sig.name)]
+        if conn.dst not in req.partitions:
+            # The consuming partition is done from the start (a text-only request has no
+            # Talker): the producer emits an empty streaming edge, a no-op at the receiver.
+            return
         ranks = sorted({r for w in wgs for r in req.assignment.wg_ranks[w]})
         for r in ranks:
             if r == self.rank:

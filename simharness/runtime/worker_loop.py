@@ -129,7 +129,8 @@ class WorkerLoop:
         if isinstance(msg, NewRequest):
             self.kinds[rid] = msg.kind
             first_walk, first_pass = next(iter(msg.current.values()))
-            self.runtime.admit(rid, first_walk, first_pass, msg.assignment)
+            self.runtime.admit(rid, first_walk, first_pass, msg.assignment,
+                               partitions=frozenset(msg.current))
             for walk, pass_no in msg.current.values():
                 self.runtime.set_walk(rid, walk, pass_no)
             self._learn_kv(rid, msg.kv)

@@ -49,8 +49,8 @@ class _StickyCounterState(GraphState):
 
 
 class _StickyRank(RankRuntime):
-    def admit(self, rid, walk, pass_no, assignment, stops=None):
-        super().admit(rid, walk, pass_no, assignment, stops)
+    def admit(self, rid, walk, pass_no, assignment, stops=None, partitions=None):
+        super().admit(rid, walk, pass_no, assignment, stops, partitions)
         req = self.requests[rid]
         for wg in list(req.states):
             req.states[wg] = _StickyCounterState(self.specs[wg])
