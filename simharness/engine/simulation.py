@@ -77,8 +77,10 @@ class Simulation:
         self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8)
         self.fake_nodes = FakeNodes(scenario)
         emit = self.recorder.emit
+        # mstar's worker loop is part of the runtime under test: a runtime may bring its own.
+        loop_class = getattr(runtime, "worker_loop_class", None) or WorkerLoop
         self.workers = [
-            SimWorker(self, WorkerLoop(r, runtime.build_rank(r, self.layout), self.fake_nodes,
+            SimWorker(self, loop_class(r, runtime.build_rank(r, self.layout), self.fake_nodes,
                                        self.policy, emit, scenario.seed))
             for r in range(self.layout.num_ranks)
         ]

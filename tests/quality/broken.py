@@ -11,6 +11,9 @@ import random
 from simharness.runtime.graph_state import GraphState
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
+from simharness.runtime.signals import Signal
+from simharness.runtime.streams import StreamBuffer
+from simharness.runtime.worker_loop import WorkerLoop
 
 
 class _Rank(RankRuntime):
@@ -99,3 +102,121 @@ class UnseededOrder(MstarPython):
 
     def build_rank(self, rank, layout):
         return _ShuffledRank(rank, layout, self.semantics)
+
+
+# -- streams, TP, dynamic stops, KV hand-off ----------------------------------------------------
+
+
+class _LoseFinal(StreamBuffer):
+    def pop(self, seq):
+        chunk = super().pop(seq)
+        if chunk.final:
+            chunk.items = chunk.items[:-1] if chunk.items else chunk.items  # the last item vanishes
+        return chunk
+
+
+class _BufferRank(RankRuntime):
+    buffer_class = StreamBuffer
+
+    def admit(self, *a, **kw):
+        super().admit(*a, **kw)
+        req = self.requests[a[0]]
+        for edge, buf in list(req.buffers.items()):
+            new = self.buffer_class(buf.rid, buf.edge, buf.consumer, buf.src_partition, buf.policy.spec)
+            req.buffers[edge] = new
+
+
+class LosesFinalItem(MstarPython):
+    """The final chunk of every stream drops its last item."""
+
+    def build_rank(self, rank, layout):
+        rt = _BufferRank(rank, layout, self.semantics)
+        rt.buffer_class = _LoseFinal
+        return rt
+
+
+class _TwiceFinal(StreamBuffer):
+    def pop(self, seq):
+        chunk = super().pop(seq)
+        if chunk.final and not getattr(self, "_again", False):
+            self._again = True
+            self.final_emitted = False  # emits one more final chunk afterwards
+        return chunk
+
+
+class DuplicatesFinalChunk(MstarPython):
+    """Every stream releases two final chunks."""
+
+    def build_rank(self, rank, layout):
+        rt = _BufferRank(rank, layout, self.semantics)
+        rt.buffer_class = _TwiceFinal
+        return rt
+
+
+class _FollowerEmits(RankRuntime):
+    def complete(self, rid, node, walk):
+        done = super().complete(rid, node, walk)
+        if done.tp_rank != 0:
+            for e in self.layout.scenario.walk_facts[walk].nodes[node].outputs:
+                if e.to == "client":
+                    self._seq += 1
+                    sig = Signal(e.name, e.to, False, False, 8, node, self.rank, walk, done.pass_no,
+                                 done.counter, "node", self._seq)
+                    done.to_client.append(sig)
+                    done.routes.append((sig, "client"))
+        return done
+
+
+class FollowerEmits(MstarPython):
+    """TP followers emit to the client too (a client sees every token twice)."""
+
+    def build_rank(self, rank, layout):
+        return _FollowerEmits(rank, layout, self.semantics)
+
+
+class _ForgetsReport(RankRuntime):
+    def complete(self, rid, node, walk):
+        done = super().complete(rid, node, walk)
+        if self.rank == 1:
+            done.completed_wgs.clear()  # rank 1 never reports a worker graph done
+        return done
+
+
+class MissingWorkerGraphsDone(MstarPython):
+    """Rank 1 resets its done worker graphs but never reports them."""
+
+    def build_rank(self, rank, layout):
+        return _ForgetsReport(rank, layout, self.semantics)
+
+
+class _LateStopRank(RankRuntime):
+    def peer_stop(self, rid, partition, loops):
+        # Apply a peer's stop one iteration late: remember it, apply it at the next stop message
+        # or completion instead of now.
+        pending = self.__dict__.setdefault("_late", {})
+        pending.setdefault(rid, []).append((partition, loops))
+        return []
+
+    def complete(self, rid, node, walk):
+        done = super().complete(rid, node, walk)
+        for partition, loops in self.__dict__.get("_late", {}).pop(rid, []):
+            super().peer_stop(rid, partition, loops)
+        return done
+
+
+class LateStopLoops(MstarPython):
+    """A peer's STOP_LOOPS takes effect one iteration late."""
+
+    def build_rank(self, rank, layout):
+        return _LateStopRank(rank, layout, self.semantics)
+
+
+class _EagerKvLoop(WorkerLoop):
+    def _gate(self, node, walk, rid, st, start_pull=True):
+        return self.nodes.gate(node, st)  # never waits for the KV pull
+
+
+class SkipsKvPull(MstarPython):
+    """The decode rank runs before its KV pull has arrived."""
+
+    worker_loop_class = _EagerKvLoop

@@ -135,3 +135,48 @@ def test_a_real_process_exits_2_without_a_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"error: {f}: graph.walks: ")
+
+
+def _orpheus():
+    from tests.conftest import SCENARIOS
+    return yaml.safe_load((SCENARIOS / "orpheus.yaml").read_text())
+
+
+LAYOUT_CASES = [
+    ("stream edge without a connection",
+     lambda r: r["graph"].update(streams=[]), "graph.walks.decode.loop.body.outputs[1].stream", "no stream"),
+    ("unknown partition in a stream",
+     lambda r: r["graph"]["streams"][0].update(to="Nope"), "graph.streams[0].to", "unknown partition"),
+    ("walk in no partition",
+     lambda r: r["graph"]["partitions"]["LLM"].remove("decode"), "graph.partitions", "is in no partition"),
+    ("dynamic loop without a draw",
+     lambda r: r["graph"]["requests"]["tts"].pop("stops"), "graph.requests.tts.stops",
+     "needs an iteration count"),
+    ("repeat-until step not last",
+     lambda r: r["graph"]["requests"]["tts"]["partitions"]["SNAC"].append("snac_chunk"),
+     "graph.requests.tts.partitions.SNAC[0].until", "only the last step"),
+    ("walk of another partition",
+     lambda r: r["graph"]["requests"]["tts"]["partitions"]["SNAC"].insert(0, "decode"),
+     "graph.requests.tts.partitions.SNAC[0]", "belongs to partition 'LLM'"),
+    ("bad policy",
+     lambda r: r["graph"]["streams"][0].update(policy={"sliding_window": {"window": 2, "stride": 7}}),
+     "graph.streams[0].policy.sliding_window.stride", "stride <= window"),
+    ("stop by a node outside the loop",
+     lambda r: r["graph"]["walks"]["decode"]["loop"].update(stop={"by": ["snac_decoder"]}),
+     "graph.walks.decode.loop.stop.by[0]", "not in the body"),
+    ("ranks not divisible by tp_size",
+     lambda r: r["placement"]["node_groups"][0].update(ranks=[0, 1, 2], tp_size=2),
+     "placement.node_groups[0].ranks", "do not split into instances"),
+]
+
+
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=[c[0] for c in LAYOUT_CASES])
+def test_malformed_layout_keys(tmp_path, capsys, case):
+    _, mutate, path, words = case
+    raw = _orpheus()
+    mutate(raw)
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    code, out, err = _run_cli(capsys, ["run", str(f)])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"{path}:" in err and words in err, err
