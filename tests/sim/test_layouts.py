@@ -107,3 +107,23 @@ def test_qwen_streams_and_partitions():
     finals = Counter((e.edge, e.final) for e in report.result.events if type(e).__name__ == "ChunkPopped")
     assert finals[("thinker_states", True)] == 0
     assert finals[("codec_tokens", True)] == sum(1 for k in kinds.values() if k != "chat")
+
+
+def test_max_output_tokens_ends_a_partition_at_a_pass_boundary():
+    from tests.helpers import build, node, raw_scenario
+    walk = node("LLM", ["text_inputs"], [("new_token", "client")])
+    raw = raw_scenario({"prefill": walk}, [{"node_names": ["LLM"], "ranks": [0]}],
+                       requests={"r": {"walks": [{"walk": "prefill", "times": 4}], "inputs": ["text_inputs"],
+                                       "max_output_tokens": 2}})
+    raw["graph"]["walks"]["prefill"]["outputs"][0]["new_token"] = True
+    report = run_scenario(build(raw), "mstar-python")
+    assert report.violations == []
+    done = [e for e in report.result.events if type(e).__name__ == "PartitionDone"]
+    assert [(e.partition, e.reason) for e in done] == [("default", "max_tokens")]
+    assert sum(1 for e in report.result.events if type(e).__name__ == "Forward") == 2
+
+
+@pytest.mark.parametrize("name", ["orpheus_tp2", "qwen3omni_2gpu", "bagel_pd"])
+def test_layouts_are_deterministic(name):
+    sc = load_scenario(SCENARIOS / f"{name}.yaml")
+    assert run_scenario(sc, "mstar-python").trace_digest == run_scenario(sc, "mstar-python").trace_digest
