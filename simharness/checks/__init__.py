@@ -25,8 +25,8 @@ CHECK_NAMES = ("forwards", "loop_exit", "drain", "liveness", "tp_agreement", "st
 
 def builtin_checks(scenario: Scenario) -> list[Check]:
     return [ForwardsCheck(), LoopExitCheck(scenario), DrainCheck(), LivenessCheck(),
-            TpAgreementCheck(), StreamsCheck(), WorkerGraphsCheck(), KvHandoffCheck(),
-            ExpectCheck()]
+            TpAgreementCheck(scenario), StreamsCheck(scenario), WorkerGraphsCheck(), KvHandoffCheck(),
+            ExpectCheck(scenario)]
 
 
 __all__ = ["CHECK_NAMES", "Check", "RunContext", "Violation", "builtin_checks"]

@@ -11,12 +11,16 @@ from collections import Counter
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
+from simharness.scenario.model import Scenario
 
 
 class ExpectCheck:
     name = "expect"
 
-    def __init__(self) -> None:
+    def __init__(self, scenario: Scenario | None = None) -> None:
+        if scenario is not None and not (scenario.expect.forwards_per_request
+                                         or scenario.expect.per_request_kind):
+            self.on_Forward = None  # type: ignore[assignment]  # nothing expected: nothing to count
         self.counts: Counter[tuple[str, str, int, str]] = Counter()
         self.admitted: dict[str, ev.Admitted] = {}
 

@@ -17,12 +17,16 @@ from collections import defaultdict
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
+from simharness.scenario.model import Scenario
 
 
 class StreamsCheck:
     name = "streams"
 
-    def __init__(self) -> None:
+    def __init__(self, scenario: Scenario | None = None) -> None:
+        if scenario is not None and not scenario.connections:
+            # No stream in this layout: nothing to observe.
+            self.on_Forward = self.on_ChunkPopped = None  # type: ignore[assignment]
         #: (rid, edge, rank) -> producer sequence numbers sent there, in order
         self.sent: dict[tuple[str, str, int], list[int]] = defaultdict(list)
         self.chunks: dict[tuple[str, str, int], list[ev.ChunkPopped]] = defaultdict(list)

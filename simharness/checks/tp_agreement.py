@@ -15,13 +15,18 @@ from collections import defaultdict
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
+from simharness.scenario.model import Scenario
 
 
 class TpAgreementCheck:
     name = "tp_agreement"
 
-    def __init__(self) -> None:
+    def __init__(self, scenario: Scenario | None = None) -> None:
+        if scenario is not None and all(g.instance_size == 1 for g in scenario.placement.node_groups):
+            # No lockstep instance in this layout: nothing to observe.
+            self.on_Forward = self.on_BatchStarted = None  # type: ignore[assignment]
         self.admitted: dict[str, ev.Admitted] = {}
+        self._placement: dict[str, dict[str, tuple[int, ...]]] = {}
         #: rank -> [(node, walk, rids)] in the order the rank started them
         self.batches: dict[int, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
         #: (rid, walk, node, pass, counter, rank) -> (filtered, finished, completed wgs)
@@ -30,13 +35,13 @@ class TpAgreementCheck:
 
     def on_Admitted(self, e: ev.Admitted) -> None:
         self.admitted[e.rid] = e
+        self._placement[e.rid] = dict(e.placement)
 
     def on_BatchStarted(self, e: ev.BatchStarted) -> None:
         self.batches[e.rank].append((e.node, e.walk, e.rids))
 
     def on_Forward(self, e: ev.Forward) -> None:
-        placement = dict(self.admitted[e.rid].placement) if e.rid in self.admitted else {}
-        ranks = placement.get(e.wg, ())
+        ranks = self._placement.get(e.rid, {}).get(e.wg, ())
         if len(ranks) < 2:
             return
         self.effects[(e.rid, e.walk, e.node, e.pass_no, e.counter, e.rank)] = (

@@ -380,7 +380,7 @@ class RankRuntime:
                 else:
                     done.local.append((sig, dest_wg, outcome))
                     add_route((sig, local_label[dest_wg]))
-            if tp == 0 and any(r not in src_group for r in ranks):
+            if tp == 0 and (len(ranks) > 1 or ranks[0] not in src_group):
                 externals.append((sig, ranks))
         # The done-sweep runs after local ingest and before anything leaves this rank.
         current = req.walk_states[part] if req.current[part][0] == walk else [
