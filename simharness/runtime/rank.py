@@ -118,13 +118,18 @@ class RankRuntime:
 
     def admit(self, rid: str, walk: str, pass_no: int, assignment: Assignment) -> None:
         states = {
-            wg_id: GraphState(spec)
-            for wg_id, spec in self.specs.items()
+            wg_id: self.new_state(wg_id)
+            for wg_id in self.specs
             if self.rank in assignment.wg_ranks[wg_id]
         }
         req = RequestState(rid, walk, pass_no, assignment, states)
         self.requests[rid] = req
         self._set_walk(req, walk, pass_no)
+
+    def new_state(self, wg_id: str) -> GraphState:
+        """One request's fresh state in worker graph `wg_id`. An adapter for another runtime
+        overrides this to wrap its own per-request object (see `runtime.mstar_adapter`)."""
+        return GraphState(self.specs[wg_id])
 
     def _set_walk(self, req: RequestState, walk: str, pass_no: int) -> None:
         if walk != req.walk or not req.walk_states:
