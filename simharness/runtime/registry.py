@@ -35,16 +35,24 @@ def available() -> dict[str, Any]:
 def describe(target: Any) -> str:
     """One line about a registered runtime, for ``simharness runtimes``."""
     if isinstance(target, type):
-        return getattr(target, "description", "") or target.__qualname__
+        return _own_description(target)
     try:
         cls = target.load()
     except Exception as exc:  # a broken plugin must not break the listing
         return f"cannot load {target.value}: {type(exc).__name__}: {exc}"
     dist = getattr(getattr(target, "dist", None), "name", None)
-    desc = getattr(cls, "description", "") or target.value
+    desc = _own_description(cls) or target.value
     if cls is mstar_adapter.MstarRuntime and not mstar_adapter.is_available():
         desc = f"not installed: {mstar_adapter.PIP_INSTALL}"
     return desc if dist in (None, "simharness") else f"{desc} (plugin from {dist})"
+
+
+def _own_description(obj: Any) -> str:
+    """A class's own ``description``, else the first line of its docstring, else an inherited
+    description (a subclass of a profile is not that profile)."""
+    own = vars(obj).get("description") if isinstance(obj, type) else None
+    doc = (getattr(obj, "__doc__", None) or "").strip().splitlines()
+    return own or (doc[0] if doc else "") or getattr(obj, "description", "") or ""
 
 
 def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
@@ -52,7 +60,11 @@ def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     registered = available()
     if name in registered:
         target = registered[name]
-        obj = target if isinstance(target, type) else target.load()
+        try:
+            obj = target if isinstance(target, type) else target.load()
+        except Exception as exc:  # a plugin that cannot be imported is the user's to fix
+            raise UsageError(f"cannot load runtime {name!r} ({target.value}): "
+                             f"{type(exc).__name__}: {exc}") from None
     elif ":" in name:
         module, _, attr = name.partition(":")
         try:
