@@ -14,9 +14,10 @@ second walk, what the first walk persisted); the last stage emits ``out`` to the
 Most layouts are *safe*: no shape mstar is known to mishandle. About a third are *hazards*, on
 purpose: a loop whose last stage is parallel (a loop-back edge from an entity that does not
 close the iteration is destroyed at the advance, reference section 3.3), a self edge on a node
-that does not close the iteration, nested loops (section 2.5), one input name sent to several entry nodes
-of a loop (saved once per name, so only one destination gets it again). Those hang or misbehave, and the
-two runtimes must hang or misbehave in exactly the same way.
+that does not close the iteration, nested loops (section 2.5), one input name sent to several
+entry nodes of a loop (saved once per name, so only one destination gets it again), a loop that
+shares its name with a node of the same registry (mstar keys a registry's entities by name).
+Those hang or misbehave, and the two runtimes must hang or misbehave in exactly the same way.
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ class _Builder:
                 out.append(_Stage("parallel", [self.new_node() for _ in range(rng.randint(2, 3))]))
             else:
                 out.append(_Stage("node", [self.new_node()]))
+        loops = [st for st in out if st.kind == "loop"]
+        names = [n for st in out if st.kind != "loop" for n in st.nodes]
+        if self.hazard and loops and names and rng.random() < 0.3:
+            # A loop named like a node its registry also manages: mstar keys both by name.
+            rng.choice(loops).name = rng.choice(names)
         return out
 
     def loop(self, depth: int) -> _Stage:

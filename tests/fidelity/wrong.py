@@ -1,9 +1,11 @@
-"""Adapters for the real mstar code that are wrong on purpose: the fidelity comparison must
-catch each one. Loaded by ``module:Name`` like any plugin runtime."""
+"""Adapters for the real mstar code, and models of it, that are wrong on purpose: the fidelity
+comparison must catch each one. Loaded by ``module:Name`` like any plugin runtime."""
 
 from __future__ import annotations
 
+from simharness.runtime.graph_state import Semantics
 from simharness.runtime.mstar_adapter import MstarGraphState, MstarRankRuntime, MstarRuntime
+from simharness.runtime.profiles import MstarPython
 
 
 class _KeepsLoopBacks(MstarGraphState):
@@ -39,3 +41,10 @@ class ShortLoops(MstarRuntime):
                 for lp in section.get_loops().values():
                     lp.max_iters = max(1, lp.max_iters - 1)
         return out
+
+
+class ModelWithDistinctEntities(MstarPython):
+    """Our model before the fidelity suite's first finding: a loop and a node with the same name
+    are two registry entities (mstar keys them by name, so they collide)."""
+
+    semantics = Semantics(entities_by_name=False)
