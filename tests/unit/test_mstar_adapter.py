@@ -13,7 +13,7 @@ from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED
 from simharness.runtime.signals import ORIGIN_WALK_START, Signal
 from simharness.scenario import load_scenario
 from tests.conftest import SCENARIOS
-from tests.helpers import build, split_loop
+from tests.helpers import build, needs_mstar, split_loop
 
 
 def _sig(name, dest, seq=1):
@@ -40,8 +40,8 @@ def split_rank():
     return rank
 
 
-@pytest.mark.mstar
-@pytest.mark.skipif(not mstar_adapter.is_available(), reason=mstar_adapter.PIP_INSTALL)
+@needs_mstar()[0]
+@needs_mstar()[1]
 class TestStateLivesInMstar:
     def test_each_state_wraps_a_real_worker_graph_io(self, split_rank):
         from mstar.graph.base import GraphNode, Loop, LoopStateRegistry
@@ -165,8 +165,8 @@ class TestStateLivesInMstar:
         assert seen == list(range(1, 49)) + [0]
 
 
-@pytest.mark.mstar
-@pytest.mark.skipif(not mstar_adapter.is_available(), reason=mstar_adapter.PIP_INSTALL)
+@needs_mstar()[0]
+@needs_mstar()[1]
 class TestPlacement:
     def test_without_mstar_model_base_ours_is_used_and_said(self, monkeypatch, capsys):
         from simharness.cli import main
