@@ -292,6 +292,14 @@ def layout(seed: int) -> dict[str, Any]:
                "ranks": [renumber[r] for r in group_ranks[gi]]}
               for gi in range(n_groups)]
     groups = [g for g in groups if g["node_names"]]
+    # A node that serves two walks may be placed apart for one of them (mstar's BAGEL CFG
+    # branches): a later group that names the node for that walk only wins there.
+    if len(w_all) > 1:
+        shared = [n for n in _all_nodes(w_all[1][1]) if n in _all_nodes(w_all[0][1])]
+        if shared and rng.random() < 0.5:
+            groups.append({"node_names": rng.sample(shared, rng.randint(1, len(shared))),
+                           "ranks": [rng.randrange(max(r for g in groups for r in g["ranks"]) + 2)],
+                           "graph_walks": [w_all[1][0]]})
     used = sorted({r for g in groups for r in g["ranks"]})
     renumber = {r: i for i, r in enumerate(used)}
     for g in groups:
