@@ -51,6 +51,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--check-determinism", action="store_true",
                      help="run twice and fail if the trace digests differ")
 
+    cmp = sub.add_parser(
+        "compare", help="run a scenario under several runtimes and show the differences",
+        description="Run every runtime (arm) on the same scenario and seed; print forwards per "
+                    "(walk, node) per request side by side, each arm's outcome and violations, "
+                    "and the first event where an arm's trace leaves the first arm's.",
+        epilog="Exit codes: 0 the arms agree on forward counts and outcome, 1 they differ, "
+               "2 bad input or usage.",
+    )
+    cmp.add_argument("scenario", help="scenario YAML file")
+    cmp.add_argument("--runtime", dest="runtimes", action="append", default=[], metavar="NAME",
+                     help="an arm (repeat, at least twice); the first is the baseline")
+    cmp.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
+    cmp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a scenario key (repeatable)")
+    cmp.add_argument("--json", action="store_true",
+                     help='print {"arms": [summary, ...], "differences": [...]} on stdout')
+
     rts = sub.add_parser("runtimes", help="list the runtimes under test")
     rts.set_defaults(command="runtimes")
 
@@ -65,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args, argv if argv is not None else sys.argv[1:])
+        if args.command == "compare":
+            return _compare(args)
         if args.command == "runtimes":
             return _runtimes()
         if args.command == "layout":
@@ -86,17 +105,11 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from simharness.scenario.loader import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
-    seed = args.seed
-    if seed is None and os.environ.get("SIMHARNESS_SEED"):
-        try:
-            seed = int(os.environ["SIMHARNESS_SEED"])
-        except ValueError:
-            raise UsageError(f"SIMHARNESS_SEED must be an integer, got "
-                             f"{os.environ['SIMHARNESS_SEED']!r}") from None
-    if seed is not None and seed < 0:
-        raise UsageError(f"--seed must be >= 0, got {seed}")
+    seed = _seed(args)
     determinism = args.check_determinism or os.environ.get("SIMHARNESS_CHECK_DETERMINISM") == "1"
     report = run_scenario(scenario, args.runtime, seed, check_determinism=determinism)
+    for note in report.result.notes:
+        print(f"note: {note}", file=sys.stderr)
     summary = build_summary(report)
 
     if args.trace:
@@ -113,6 +126,41 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         render(report, sys.stdout, command=["simharness", *argv])
     return report.exit_code
+
+
+def _seed(args: argparse.Namespace) -> int | None:
+    seed = args.seed
+    if seed is None and os.environ.get("SIMHARNESS_SEED"):
+        try:
+            seed = int(os.environ["SIMHARNESS_SEED"])
+        except ValueError:
+            raise UsageError(f"SIMHARNESS_SEED must be an integer, got "
+                             f"{os.environ['SIMHARNESS_SEED']!r}") from None
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {seed}")
+    return seed
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from simharness.compare import compare_runtimes, render
+    from simharness.scenario.loader import load_scenario
+
+    if len(args.runtimes) < 2:
+        raise UsageError(f"compare needs at least two --runtime arms, got {len(args.runtimes)}")
+    dup = sorted({r for r in args.runtimes if args.runtimes.count(r) > 1})
+    if dup:
+        raise UsageError(f"compare: runtime {dup[0]!r} is given twice")
+    scenario = load_scenario(args.scenario, args.overrides)
+    cmp = compare_runtimes(scenario, args.runtimes, _seed(args))
+    for rep in cmp.reports:
+        for note in rep.result.notes:
+            print(f"note: {note}", file=sys.stderr)
+    if args.json:
+        json.dump(cmp.to_json(), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        render(cmp, sys.stdout)
+    return cmp.exit_code
 
 
 def _write_report(report, summary: dict, target: str) -> None:
@@ -137,9 +185,11 @@ def _write_report(report, summary: dict, target: str) -> None:
 def _runtimes() -> int:
     from simharness.runtime import registry
 
-    for name, target in sorted(registry.available().items()):
-        desc = getattr(target, "description", "") if isinstance(target, type) else f"({target.value})"
-        print(f"{name:<20} {desc}")
+    found = registry.available()
+    if "mstar" not in found:
+        print(f"{'mstar':<20} not installed: {registry.mstar_adapter.PIP_INSTALL}")
+    for name, target in sorted(found.items()):
+        print(f"{name:<20} {registry.describe(target)}")
     return EXIT_PASS
 
 

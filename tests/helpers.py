@@ -73,3 +73,15 @@ def run(raw_or_scenario: Any, runtime: str | None = None, **kw: Any):
 
 def checks_failed(report) -> set[str]:
     return {v.check for v in report.violations}
+
+
+def needs_mstar():
+    """Marks for a test that runs the real mstar code: the ``mstar`` marker, and a clean skip
+    with the install command when the mstar-ai package is missing."""
+    import pytest
+
+    from simharness.runtime import mstar_adapter
+
+    return [pytest.mark.mstar,
+            pytest.mark.skipif(not mstar_adapter.is_available(),
+                               reason=f"mstar-ai is not installed ({mstar_adapter.PIP_INSTALL})")]

@@ -51,6 +51,8 @@ class SimResult:
     sim_time_s: float
     outcomes: dict[str, str] = field(default_factory=dict)
     messages: int = 0
+    #: what the runtime under test wants its user to know (e.g. a fallback it took)
+    notes: tuple[str, ...] = ()
 
     @property
     def events(self) -> list[Any]:
@@ -68,6 +70,7 @@ class Simulation:
     ) -> None:
         self.scenario = scenario
         self.runtime_name = getattr(runtime, "name", str(runtime))
+        self.notes = tuple(getattr(runtime, "notes", ()))
         self.policy: LoopPolicy = getattr(runtime, "policy", None) or LoopPolicy()
         self.layout = layout or Layout.build(scenario)
         self.env = simpy.Environment()
@@ -191,7 +194,7 @@ class Simulation:
             step()
         self.recorder.emit(self._final_state())
         return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
-                         dict(self.outcomes), self.network.messages)
+                         dict(self.outcomes), self.network.messages, self.notes)
 
     # -- stalls -------------------------------------------------------------------------------
 

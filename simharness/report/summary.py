@@ -66,5 +66,7 @@ def build_summary(report: RunReport) -> dict[str, Any]:
         "sim_time_s": round(report.result.sim_time_s, 6),
         "wall_s": round(report.wall_s, 4),
     }
+    if report.result.notes:
+        out["notes"] = list(report.result.notes)
     out.update(report.extra)
     return out

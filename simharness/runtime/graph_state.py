@@ -11,6 +11,12 @@ runtime (`Semantics`):
   compiler kept only pairs whose destination is in this worker graph.
 * ``park_in_done_loops``: the Rust runtime parks an edge that arrives for a node whose loop (or
   an enclosing loop) is already done, instead of making the node ready again.
+* ``entities_by_name``: mstar's Python registries keep their entities in a dict keyed by name,
+  nodes and loops alike, so a loop that shares its name with a node of the same registry
+  collides with it: the one declared later replaces the other, the registry expects one entity
+  fewer, a completion of either name counts, routes the survivor's outputs, and only the
+  survivor is cleared at a reset (found by the fidelity suite; docs/fidelity.md). The Rust
+  runtime keeps nodes and loops in separate id spaces.
 
 Structure. A worker graph has *root entities* (top-level nodes and loops); a loop has its own
 entities. Each registry counts completions; a loop completes an iteration when all its entities
@@ -39,6 +45,7 @@ REJECTED = "rejected"      #: refused (not this graph, not an input, or both slo
 class Semantics:
     loop_back_scope: str = "all"
     park_in_done_loops: bool = False
+    entities_by_name: bool = True
 
 
 class NodeSpec:
@@ -62,18 +69,23 @@ class NodeSpec:
 
 class LoopSpec:
     __slots__ = (
-        "name", "max_iters", "parent", "entities", "n_entities", "outputs", "ext_inputs",
-        "loop_back", "local_loop_back", "dynamic", "stop_by", "depth",
+        "name", "max_iters", "parent", "entities", "n_entities", "entity_of", "outputs",
+        "declared", "ext_inputs", "loop_back", "local_loop_back", "dynamic", "stop_by", "depth",
     )
 
     def __init__(self, loop: Loop, parent: LoopSpec | None) -> None:
         self.name = loop.name
         self.max_iters = loop.max_iters
         self.parent = parent
+        #: entity keys this loop's registry manages (see `GraphSpec._registry`)
         self.entities: tuple[str, ...] = ()
         self.n_entities = 0
+        #: entity name -> its key in `entities`
+        self.entity_of: dict[str, str] = {}
         #: declared outputs plus accumulated outputs (emitted once, when the loop finishes)
         self.outputs: tuple[Edge, ...] = loop.outputs + loop.accumulated_outputs
+        #: mstar ``Loop.outputs``: what a registry sees as this entity's outputs
+        self.declared: tuple[Edge, ...] = loop.outputs
         self.ext_inputs: frozenset[Pair] = loop_external_inputs(loop)
         self.loop_back: frozenset[Pair] = loop_back_pairs(loop)
         self.local_loop_back: frozenset[Pair] = frozenset()
@@ -99,7 +111,7 @@ class GraphSpec:
         self.stream_inputs = stream_inputs
         self.nodes: dict[str, NodeSpec] = {}
         self.loops: dict[str, LoopSpec] = {}
-        self.root: tuple[str, ...] = tuple(self._compile(section, None))
+        self.root, self.root_of = self._registry(self._compile(section, None))
         self.n_root = len(self.root)
         for lp in self.loops.values():
             lp.local_loop_back = frozenset(p for p in lp.loop_back if p[1] in self.nodes)
@@ -131,7 +143,7 @@ class GraphSpec:
         if isinstance(section, Loop):
             spec = LoopSpec(section, loop)
             self.loops[section.name] = spec
-            spec.entities = tuple(self._compile(section.body, spec))
+            spec.entities, spec.entity_of = self._registry(self._compile(section.body, spec))
             spec.n_entities = len(spec.entities)
             return [loop_key(section.name)]
         assert isinstance(section, Sequential | Parallel)
@@ -139,6 +151,30 @@ class GraphSpec:
         for part in section.sections:
             out.extend(self._compile(part, loop))
         return out
+
+    def _registry(self, keys: list[str]) -> tuple[tuple[str, ...], dict[str, str]]:
+        """The entities one registry manages, and name -> entity key.
+
+        mstar's Python registry is a dict keyed by name: a loop named like a node of the same
+        registry replaces it (or is replaced by it), keeping the first one's position.
+        """
+        of: dict[str, str] = {}
+        for key in keys:
+            name = key[5:] if key.startswith("loop:") and self.semantics.entities_by_name else key
+            of[name] = key
+        return tuple(of.values()), of
+
+    def entity_name(self, key: str) -> str:
+        """The name a registry knows an entity by."""
+        return key[5:] if key.startswith("loop:") and self.semantics.entities_by_name else key
+
+    def entity_outputs(self, of: dict[str, str], name: str) -> tuple[Edge, ...]:
+        """mstar ``managed_entities[name].outputs``: the outputs of the entity that holds that
+        name in the registry (a loop's declared outputs, for a loop)."""
+        key = of.get(name, name)
+        if key.startswith("loop:"):
+            return self.loops[key[5:]].declared
+        return self.nodes[key].outputs
 
 
 class LoopState:
@@ -289,15 +325,19 @@ class GraphState:
         prev_done = self.done
         ns = self.spec.nodes[node]
         finished: list[str] = []
+        spec = self.spec
         if ns.loop is None:
             self._root_complete(node)
-            # Top-level nodes have no loop to swap their slots: the WG registry clears them here.
-            self.cur[node].clear()
-            edges: list[Edge | Signal] = list(ns.outputs)
+            # Top-level nodes have no loop to swap their slots: the WG registry clears them here
+            # (the node that holds the name in the registry, see `Semantics.entities_by_name`).
+            if spec.root_of.get(node, node) == node:
+                self.cur[node].clear()
+            edges: list[Edge | Signal] = list(spec.entity_outputs(spec.root_of, node))
             filtered: frozenset[Pair] = frozenset()
         else:
+            lp = ns.loop
             edges, filtered = self._loop_entity_complete(
-                self.loops[ns.loop.name], node, ns.outputs, finished
+                self.loops[lp.name], node, spec.entity_outputs(lp.entity_of, node), finished
             )
         if filtered:
             edges = [e for e in edges if (e.name, _dest(e)) not in filtered]
@@ -305,8 +345,8 @@ class GraphState:
             self.times_run += 1
         return edges, filtered, finished
 
-    def _root_complete(self, key: str) -> None:
-        if not self.done and key in self.spec.root:
+    def _root_complete(self, name: str) -> None:
+        if not self.done and name in self.spec.root_of:
             self.count += 1
             self.done = self.count == self.spec.n_root
 
@@ -314,7 +354,7 @@ class GraphState:
         self, st: LoopState, key: str, outputs: tuple[Edge, ...], finished: list[str]
     ) -> tuple[list[Edge | Signal], frozenset[Pair]]:
         spec = st.spec
-        if not st.reg_done and key in spec.entities:
+        if not st.reg_done and key in spec.entity_of:
             st.count += 1
             st.reg_done = st.count == spec.n_entities
         edges: list[Edge | Signal] = list(outputs)
@@ -336,11 +376,14 @@ class GraphState:
             self._clear_entities(spec)
             # The parent registry counts the loop as one entity. mstar ignores what that call
             # returns (an inner loop that closes the outer iteration loses the outer result).
+            name = self.spec.entity_name(loop_key(spec.name))
             if spec.parent is None:
-                self._root_complete(loop_key(spec.name))
+                self._root_complete(name)
             else:
-                self._loop_entity_complete(self.loops[spec.parent.name], loop_key(spec.name),
-                                           spec.outputs, finished)
+                parent = spec.parent
+                self._loop_entity_complete(self.loops[parent.name], name,
+                                           self.spec.entity_outputs(parent.entity_of, name),
+                                           finished)
             return list(spec.outputs), self.spec.drop_on_exit[spec.name]
         st.curr_iter += 1
         self._reset_entities_for_iter(spec)

@@ -158,8 +158,8 @@ class RankRuntime:
               stops: dict[tuple[str, int, str], int] | None = None,
               partitions: frozenset[str] | None = None) -> None:
         states = {
-            wg_id: GraphState(spec)
-            for wg_id, spec in self.specs.items()
+            wg_id: self.new_state(wg_id)
+            for wg_id in self.specs
             if self.rank in assignment.wg_ranks[wg_id]
         }
         parts = partitions if partitions is not None else frozenset({self.partition_of[walk]})
@@ -180,6 +180,11 @@ class RankRuntime:
                 req.stopped[part] = set()  # a new pass starts with no loop stopped
             req.current[part] = (walk, pass_no)
             req.stopped.setdefault(part, set())
+
+    def new_state(self, wg_id: str) -> GraphState:
+        """One request's fresh state in worker graph `wg_id`. An adapter for another runtime
+        overrides this to wrap its own per-request object (see `runtime.mstar_adapter`)."""
+        return GraphState(self.specs[wg_id])
 
     def deliver(
         self, rid: str, walk: str, pass_no: int, signals: list[Signal]

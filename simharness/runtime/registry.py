@@ -3,7 +3,9 @@
 Runtimes register under the ``simharness.runtimes`` entry-point group (the shipped ones do so in
 our own pyproject), so another package can add its own. ``module:Name`` also works, for a runtime
 that is not installed as a package. The built-in profiles are always available, even when the
-package metadata is missing (running from a source tree).
+package metadata is missing (running from a source tree), and so is ``mstar`` (the adapter for
+the real mstar code) when the mstar-ai package can be imported; asking for ``mstar`` without it
+is a usage error that names the pip command.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from simharness.errors import UsageError
+from simharness.runtime import mstar_adapter
 from simharness.runtime.profiles import MstarPython, MstarRust, MstarRustPrefix
 
 GROUP = "simharness.runtimes"
-BUILTIN = {cls.name: cls for cls in (MstarPython, MstarRustPrefix, MstarRust)}
+BUILTIN: dict[str, type] = {cls.name: cls for cls in (MstarPython, MstarRustPrefix, MstarRust)}
+if mstar_adapter.is_available():
+    BUILTIN[mstar_adapter.MstarRuntime.name] = mstar_adapter.MstarRuntime
 
 
 def available() -> dict[str, Any]:
@@ -27,18 +32,47 @@ def available() -> dict[str, Any]:
     return found
 
 
+def describe(target: Any) -> str:
+    """One line about a registered runtime, for ``simharness runtimes``."""
+    if isinstance(target, type):
+        return _own_description(target)
+    try:
+        cls = target.load()
+    except Exception as exc:  # a broken plugin must not break the listing
+        return f"cannot load {target.value}: {type(exc).__name__}: {exc}"
+    dist = getattr(getattr(target, "dist", None), "name", None)
+    desc = _own_description(cls) or target.value
+    if cls is mstar_adapter.MstarRuntime and not mstar_adapter.is_available():
+        desc = f"not installed: {mstar_adapter.PIP_INSTALL}"
+    return desc if dist in (None, "simharness") else f"{desc} (plugin from {dist})"
+
+
+def _own_description(obj: Any) -> str:
+    """A class's own ``description``, else the first line of its docstring, else an inherited
+    description (a subclass of a profile is not that profile)."""
+    own = vars(obj).get("description") if isinstance(obj, type) else None
+    doc = (getattr(obj, "__doc__", None) or "").strip().splitlines()
+    return own or (doc[0] if doc else "") or getattr(obj, "description", "") or ""
+
+
 def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     """Build the runtime object for `name` (a registered name or ``module:Attr``)."""
     registered = available()
     if name in registered:
         target = registered[name]
-        obj = target if isinstance(target, type) else target.load()
+        try:
+            obj = target if isinstance(target, type) else target.load()
+        except Exception as exc:  # a plugin that cannot be imported is the user's to fix
+            raise UsageError(f"cannot load runtime {name!r} ({target.value}): "
+                             f"{type(exc).__name__}: {exc}") from None
     elif ":" in name:
         module, _, attr = name.partition(":")
         try:
             obj = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
             raise UsageError(f"cannot load runtime {name!r}: {exc}") from None
+    elif name == mstar_adapter.MstarRuntime.name:
+        obj = mstar_adapter.MstarRuntime  # its constructor names the pip command
     else:
         raise UsageError(f"unknown runtime {name!r} (known: {', '.join(sorted(registered))}; "
                          f"or module:Name)")

@@ -468,7 +468,7 @@ class WorkerLoop:
                 known = self.kv_known.get(rid, {}).get(label, (rank, 0))[1]
                 local[label] = max(local.get(label, 0), known) + self.nodes.tokens(node, walk)
             emit(ev.Forward(now, rank, rid, walk, node, c.pass_no, c.counter, c.wg, number, start,
-                            c.loop_context, tuple(c.routes), tuple(c.filtered),
+                            c.loop_context, tuple(c.routes), tuple(sorted(c.filtered)) if c.filtered else (),
                             tuple(c.finished_loops), tuple(c.completed_wgs)))
         # mstar sends per request: INPUT_SIGNALS to peers, emits, streams, then the report.
         for c in completions:

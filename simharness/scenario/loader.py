@@ -124,8 +124,16 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
         raise err.with_source(str(path)) from None
 
 
-def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: str = "scenario") -> Scenario:
-    """Validate plain data (as read from YAML) into a frozen `Scenario`."""
+def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: str = "scenario",
+                   base_dir: str | Path | None = None) -> Scenario:
+    """Validate plain data (as read from YAML) into a frozen `Scenario`.
+
+    `base_dir` is where relative paths inside the scenario (``placement.mstar_config``) are
+    read from: by default the scenario file's folder, or the working directory.
+    """
+    if base_dir is None:
+        src = Path(source)
+        base_dir = src.parent if src.is_file() else Path.cwd()
     top = f.mapping(raw, "", TOP_KEYS, required=("graph", "placement", "workload"))
     name = f.name(top.get("name", default_name), "name", "a scenario name")
     description = f.string(top.get("description", ""), "description")
@@ -144,7 +152,7 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
     requests = _requests(graph.get("requests"), walks, partitions, facts)
     _check_inputs_are_sent(requests, facts, graph.get("requests") is None)
 
-    placement = _placement(top["placement"], facts)
+    placement, resolved = _placement(top["placement"], facts, Path(base_dir))
     runtime = _runtime(top.get("runtime", DEFAULT_RUNTIME))
     workload = _workload(top["workload"], requests)
     network = _network(top.get("network", {}))
@@ -173,7 +181,7 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         connections=connections,
         kv=kv,
         source=source,
-        fingerprint=fingerprint(raw),
+        fingerprint=fingerprint(raw if resolved is None else {**raw, "placement": resolved}),
         raw=raw,
     )
 
@@ -624,12 +632,53 @@ def _check_inputs_are_sent(
 # placement, runtime, workload, network, expect, limits
 
 
-def _placement(raw: Any, facts: dict[str, WalkFacts]) -> Placement:
-    m = f.mapping(raw, "placement", ("node_groups", "max_concurrent_requests"), required=("node_groups",))
-    groups_raw = f.sequence(m["node_groups"], "placement.node_groups", non_empty=True)
+def _placement(
+    raw: Any, facts: dict[str, WalkFacts], base_dir: Path
+) -> tuple[Placement, dict[str, Any] | None]:
+    """The placement, and (for ``mstar_config``) what was read from the config file, so that
+    the scenario's fingerprint covers it."""
+    if isinstance(raw, dict) and "mstar_config" in raw:
+        return _mstar_config(raw, facts, base_dir)
+    m = f.mapping(raw, "placement", ("node_groups", "max_concurrent_requests", "mstar_config"),
+                  required=("node_groups",))
+    return _node_groups(m, "placement", facts), None
+
+
+def _mstar_config(
+    raw: dict[str, Any], facts: dict[str, WalkFacts], base_dir: Path
+) -> tuple[Placement, dict[str, Any]]:
+    """``placement: {mstar_config: PATH}``: read an mstar config YAML as mstar writes it.
+
+    Its ``node_groups`` and ``max_concurrent_requests`` mean what they mean to mstar; its other
+    keys (``model``, ``max_seq_len``, ``resources``, ...) are mstar's business and are ignored.
+    Errors inside it name the config file and the key path within it.
+    """
+    f.mapping(raw, "placement", ("mstar_config",))
+    rel = f.string(raw["mstar_config"], "placement.mstar_config")
+    path = Path(rel) if Path(rel).is_absolute() else base_dir / rel
+    if not path.is_file():
+        raise ScenarioError("placement.mstar_config", f"mstar config file {rel!r} not found "
+                                                      f"(paths are relative to the scenario file)")
+    cfg = read_yaml(path)
+    try:
+        if "node_groups" not in cfg:
+            raise ScenarioError("node_groups", "missing required key (an mstar config lists its "
+                                               "node_groups)")
+        placement = _node_groups(cfg, "", facts)
+    except ScenarioError as err:
+        raise err.with_source(str(path)) from None
+    resolved = {"mstar_config": rel, "node_groups": cfg["node_groups"],
+                "max_concurrent_requests": cfg.get("max_concurrent_requests")}
+    return placement, resolved
+
+
+def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts]) -> Placement:
+    """``node_groups`` and ``max_concurrent_requests`` of `m`, whose key path is `prefix`."""
+    groups_path = f.join(prefix, "node_groups")
+    groups_raw = f.sequence(m["node_groups"], groups_path, non_empty=True)
     groups: list[NodeGroup] = []
     for i, g in enumerate(groups_raw):
-        path = f.join("placement.node_groups", i)
+        path = f.join(groups_path, i)
         gm = f.mapping(g, path, ("node_names", "ranks", "graph_walks", "tp_size", "sp_size"),
                        required=("node_names", "ranks"))
         names = f.name_list(gm["node_names"], f.join(path, "node_names"), "a node name", non_empty=True)
@@ -655,20 +704,20 @@ def _placement(raw: Any, facts: dict[str, WalkFacts]) -> Placement:
     all_ranks = sorted({r for g in groups for r in g.ranks})
     missing = sorted(set(range(all_ranks[-1] + 1)) - set(all_ranks))
     if missing:
-        raise ScenarioError("placement.node_groups",
+        raise ScenarioError(groups_path,
                             f"ranks must be 0..N-1 without gaps (mstar names workers worker_0.."
                             f"worker_N-1); rank {missing[0]} is used by no group")
     for walk, wf in facts.items():
         for node in wf.nodes.values():
             if not any(node.name in g.node_names and (g.graph_walks is None or walk in g.graph_walks)
                        for g in groups):
-                raise ScenarioError("placement.node_groups",
+                raise ScenarioError(groups_path,
                                     f"node {node.name!r} of walk {walk!r} ({node.path}) is not "
                                     f"placed: no node group lists it for that walk")
     mcr = m.get("max_concurrent_requests")
     return Placement(
         tuple(groups),
-        None if mcr is None else f.integer(mcr, "placement.max_concurrent_requests", minimum=1),
+        None if mcr is None else f.integer(mcr, f.join(prefix, "max_concurrent_requests"), minimum=1),
     )
 
 

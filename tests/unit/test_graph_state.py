@@ -136,3 +136,20 @@ def test_reset_leaves_a_clean_graph():
     assert not st.is_clean()
     st.reset()
     assert st.is_clean()
+
+
+def test_a_loop_named_like_a_node_collides_with_it_as_in_mstar_s_registries():
+    """mstar keys a registry's entities by name: loop P and node P are one entity, so the worker
+    graph is done when the loop ends, before node P runs (found by the fidelity suite)."""
+    a = Node("A", ("x",), (Edge("x", "A"),))
+    p = Node("P", ("x",), (Edge("out", "client"),))
+    section = Sequential((Loop("P", 2, a, outputs=(Edge("x", "P"),)), p))
+    for semantics, done_at_loop_end in ((PY, True), (Semantics(entities_by_name=False), False)):
+        st = state(section, semantics)
+        assert st.spec.n_root == (1 if done_at_loop_end else 2)
+        st.ingest(sig("x", "A"))
+        edges, _, _ = run_node(st, "A")
+        st.ingest(sig("x", "A"))
+        edges, _, finished = run_node(st, "A")
+        assert names(edges) == [("x", "P")] and finished == ["P"]
+        assert st.done is done_at_loop_end

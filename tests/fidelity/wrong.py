@@ -1,0 +1,50 @@
+"""Adapters for the real mstar code, and models of it, that are wrong on purpose: the fidelity
+comparison must catch each one. Loaded by ``module:Name`` like any plugin runtime."""
+
+from __future__ import annotations
+
+from simharness.runtime.graph_state import Semantics
+from simharness.runtime.mstar_adapter import MstarGraphState, MstarRankRuntime, MstarRuntime
+from simharness.runtime.profiles import MstarPython
+
+
+class _KeepsLoopBacks(MstarGraphState):
+    def complete(self, node):
+        items, filtered, finished = super().complete(node)
+        if filtered:
+            # Route the loop-back edges mstar filtered out, as if the filter were never applied.
+            items = items + [e for e in self.spec.nodes[node].outputs
+                             if (e.name, e.to) in filtered and e not in items]
+        return items, frozenset(), finished
+
+
+class _KeepsLoopBacksRank(MstarRankRuntime):
+    def new_state(self, wg_id):
+        return _KeepsLoopBacks(self.specs[wg_id], self.templates[wg_id], self._g)
+
+
+class KeepsLoopBacks(MstarRuntime):
+    """Ignores mstar's ``filtered_signals``: a finishing loop routes its loop-back edges."""
+
+    def build_rank(self, rank, layout):
+        return _KeepsLoopBacksRank(rank, layout, self.templates(layout))
+
+
+class ShortLoops(MstarRuntime):
+    """Builds every loop copy with one iteration fewer (a wrong conversion to mstar objects)."""
+
+    def templates(self, layout):
+        fresh = self._built is None or self._built.layout is not layout
+        out = super().templates(layout)
+        if fresh:
+            for section in out.values():
+                for lp in section.get_loops().values():
+                    lp.max_iters = max(1, lp.max_iters - 1)
+        return out
+
+
+class ModelWithDistinctEntities(MstarPython):
+    """Our model before the fidelity suite's first finding: a loop and a node with the same name
+    are two registry entities (mstar keys them by name, so they collide)."""
+
+    semantics = Semantics(entities_by_name=False)
