@@ -110,9 +110,9 @@ def signature(violations: list[Violation], scenario: Scenario | None = None) -> 
 _KEY_ORDER = {
     "loop_exit": ("peer", "sibling", "self", "local"),
     "forwards": ("extra-after-loop", "extra", "unexpected", "missing", "counters"),
-    "liveness": ("hang-gate", "hang-seed", "hang-loop-back", "hang-reinjection", "hang-input",
-                 "hang-edge", "hang", "timeout-gate", "timeout-seed", "timeout-loop-back",
-                 "timeout-reinjection", "timeout-input", "timeout-edge", "timeout",
+    "liveness": ("hang-gate", "hang-reinjection", "hang-seed", "hang-loop-back", "hang-input",
+                 "hang-edge", "hang", "timeout-gate", "timeout-reinjection", "timeout-seed",
+                 "timeout-loop-back", "timeout-input", "timeout-edge", "timeout",
                  "never-admitted"),
     "drain": ("held-at-teardown", "dropped", "parked", "unexpected-report", "state-left",
               "conductor-left", "busy"),
@@ -163,12 +163,12 @@ def _kind(v: Violation, scenario: Scenario | None = None) -> str:
 
 
 def _wait_kind(v: Violation, scenario: Scenario | None) -> str:
-    """What the first blocked node of a hang waits for.
+    """What a hang waits for, the most telling kind among its blocked nodes.
 
-    ``gate``: its engine gate; ``seed``: the first copy of a loop-back input (from the conductor
-    or a node before the loop); ``loop-back``: a later copy, from inside the loop;
-    ``reinjection``: a loop's external input that the loop re-routes at each advance;
-    ``input``: a walk-start input; ``edge``: a signal from another node.
+    ``gate``: an engine gate; ``reinjection``: a loop's external input that the loop re-routes
+    at each advance; ``seed``: the first copy of a loop-back input (from the conductor or a node
+    before the loop); ``loop-back``: a later copy, from inside the loop; ``input``: a walk-start
+    input; ``edge``: a signal from another node.
     """
     if scenario is None or not v.walk or not v.details.get("chain"):
         return ""
@@ -178,7 +178,7 @@ def _wait_kind(v: Violation, scenario: Scenario | None) -> str:
     return min(kinds, key=_WAIT_ORDER.index) if kinds else ""
 
 
-_WAIT_ORDER = ("gate", "seed", "loop-back", "reinjection", "input", "edge")
+_WAIT_ORDER = ("gate", "reinjection", "seed", "loop-back", "input", "edge")
 
 
 def _entry_kind(entry: dict[str, Any], wf: Any) -> str:

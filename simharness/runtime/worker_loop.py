@@ -158,7 +158,7 @@ class WorkerLoop:
             c = complete(rid, node, walk)
             completions.append(c)
             emit(ev.Forward(now, rank, rid, walk, node, c.pass_no, c.counter, c.wg, number, start,
-                            c.loop_context, tuple(c.routes), tuple(c.filtered),
+                            c.loop_context, tuple(c.routes), tuple(sorted(c.filtered)),
                             tuple(c.finished_loops), tuple(c.completed_wgs)))
         # mstar sends per request: INPUT_SIGNALS to peers, emits, then the worker-graphs-done report.
         sends: list[Send] = []
