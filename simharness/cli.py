@@ -74,6 +74,39 @@ def _parser() -> argparse.ArgumentParser:
     lay = sub.add_parser("layout", help="show how a scenario's walks split into worker graphs")
     lay.add_argument("scenario", help="scenario YAML file")
     lay.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+
+    fz = sub.add_parser(
+        "fuzz", help="search generated layouts, schedules and faults for failures",
+        description="A fuzz campaign: generated scenarios under one runtime; every failure is "
+                    "shrunk and written to the corpus as a scenario that replays exactly.",
+        epilog="Same --seed and --examples, same result. A --time campaign prints how many "
+               "examples it ran. Exit codes: 0 no failure, 1 failures found, 2 bad usage.")
+    fz.add_argument("--runtime", metavar="NAME", default="mstar-python",
+                    help="runtime under test (default: mstar-python)")
+    budget = fz.add_mutually_exclusive_group()
+    budget.add_argument("--time", type=float, metavar="S", help="search budget in seconds (default 60)")
+    budget.add_argument("--examples", type=int, metavar="N", help="number of examples")
+    fz.add_argument("--seed", type=int, default=0, metavar="N", help="campaign seed (default 0)")
+    where = fz.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="Dask LocalCluster workers (default 1: in this process)")
+    where.add_argument("--scheduler", metavar="ADDR", help="an existing Dask scheduler address")
+    fz.add_argument("--corpus", metavar="DIR", default="scenarios/corpus",
+                    help="where failing cases are written (default scenarios/corpus)")
+    fz.add_argument("--no-write", action="store_true", help="do not write corpus cases")
+    fz.add_argument("--no-shrink", action="store_true", help="keep failing examples as found")
+    fz.add_argument("--tolerated-only", action="store_true",
+                    help="inject only faults the protocol tolerates (delays, a slow rank)")
+    fz.add_argument("--chunk-size", type=int, default=50, metavar="N",
+                    help="examples per chunk, the unit of work and of determinism (default 50)")
+    fz.add_argument("--json", action="store_true", help="print the campaign summary JSON on stdout")
+
+    rp = sub.add_parser("replay", help="replay a corpus case and check it behaves as recorded",
+                        epilog="Exit codes: 0 as recorded, 1 diverged, 2 bad input.")
+    rp.add_argument("case", nargs="+", help="corpus case YAML file(s)")
+    rp.add_argument("--update", action="store_true",
+                    help="record the new trace digest of cases that still behave as recorded")
+    rp.add_argument("--json", action="store_true", help="print one JSON object per case")
     return p
 
 
@@ -88,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             return _runtimes()
         if args.command == "layout":
             return _layout(args)
+        if args.command == "fuzz":
+            return _fuzz(args)
+        if args.command == "replay":
+            return _replay(args)
         _parser().print_help(sys.stderr)
         return EXIT_USAGE
     except ScenarioError as err:
@@ -202,6 +239,59 @@ def _layout(args: argparse.Namespace) -> int:
     for line in Layout.build(scenario).describe():
         print(line)
     return EXIT_PASS
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from simharness.explore.campaign import CampaignConfig, run_campaign
+    from simharness.explore.report import Progress, campaign_summary, print_summary, write_cases
+    from simharness.runtime import registry
+
+    if args.examples is not None and args.examples < 1:
+        raise UsageError(f"--examples must be >= 1, got {args.examples}")
+    if args.time is not None and args.time <= 0:
+        raise UsageError(f"--time must be > 0, got {args.time:g}")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.chunk_size < 1:
+        raise UsageError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    registry.resolve(args.runtime)  # an unknown runtime is a usage error, before any work
+    cfg = CampaignConfig(args.runtime, seed=args.seed, examples=args.examples,
+                         time_s=args.time if args.examples is None else None,
+                         workers=args.workers, scheduler=args.scheduler,
+                         chunk_size=args.chunk_size, tolerated_only=args.tolerated_only,
+                         shrink=not args.no_shrink)
+    progress = Progress(sys.stderr)
+    result = run_campaign(cfg, progress)
+    progress.done(result)
+    paths = {} if args.no_write else write_cases(result, args.corpus)
+    summary = campaign_summary(result, paths)
+    if args.json:
+        json.dump(summary, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print_summary(summary, sys.stdout)
+    return EXIT_FAIL if summary["failures"] else EXIT_PASS
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from simharness.explore.corpus import replay
+
+    worst = EXIT_PASS
+    for path in args.case:
+        r = replay(path, update=args.update)
+        if args.json:
+            json.dump({"case": str(r.path), "runtime": r.runtime, "status": r.status,
+                       "expected": r.expected, "got": r.got, "trace_digest": r.digest,
+                       "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message},
+                      sys.stdout)
+            sys.stdout.write("\n")
+        else:
+            print(f"{'ok ' if r.ok else 'DIVERGED'} {r.path} [{r.status}, {r.runtime}]: {r.message}")
+        if not r.ok:
+            worst = EXIT_FAIL
+    return worst
 
 
 if __name__ == "__main__":

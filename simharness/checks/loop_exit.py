@@ -1,11 +1,15 @@
-"""`loop_exit`: no loop-back edge is routed once the loop's last iteration has begun to complete.
+"""`loop_exit`: a loop's loop-back edges are never routed once its last iteration completes.
 
 A loop's loop-back pairs are those of the loop as written (before placement split it into
-per-worker-graph copies). Once any copy of the loop, for a request and a pass, completes an
-entity on its last iteration (counter ``max_iters - 1``, or a dynamic stop), routing any of
-those pairs anywhere (same worker graph, a sibling worker graph on the rank, a peer rank) is a
-violation: in a correct runtime the finishing copy drops them all, wherever their destination
-lives. This is the check that names the stray edges of the loop-exit drift.
+per-worker-graph copies). The completion that finishes a copy of the loop (its last iteration,
+or a dynamic stop) must drop every one of those pairs, wherever the destination lives (same
+worker graph, a sibling worker graph on the rank, a peer rank); and no node of that copy may
+route them again in the same pass. Routing one is a violation: this is the check that names the
+stray edges of the loop-exit drift.
+
+Earlier completions of the last iteration may route pairs of the loop's set: a nested loop's
+pairs belong to every enclosing loop's set too (mstar propagates them upward), and the inner loop
+keeps iterating during the outer loop's last iteration, seeded by the outer body each time.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ class LoopExitCheck:
     def __init__(self, scenario: Scenario) -> None:
         #: ((rid, walk, pass), loop) whose last iteration has begun -> (node, rank, t)
         self.last_begun: dict[tuple[tuple[str, str, int], str], tuple[str, int, float]] = {}
-        #: (rid, walk, pass) -> loops whose last iteration has begun, in order
-        self._ended: dict[tuple[str, str, int], list[str]] = {}
+        #: (rid, walk, pass) -> (loop, (worker graph, rank), enclosing iterations) per finished copy
+        self._ended: dict[tuple[str, str, int], list[tuple[str, tuple[str, int], tuple]]] = {}
         self.routed: list[tuple[ev.Forward, str, list[tuple[ev.SignalRef, str]]]] = []
         #: walk -> loop -> the loop-back pairs of the loop as written
         self._loop_back = {
@@ -41,16 +45,28 @@ class LoopExitCheck:
         for name, _curr, _mx, last in e.loop_context:
             if last and (key, name) not in self.last_begun:
                 self.last_begun[(key, name)] = (e.node, e.rank, e.t)
-                self._ended.setdefault(key, []).append(name)
-        ended = self._ended.get(key)
-        if not ended:
-            return  # the common case: no loop of this request's pass is in its last iteration
+        done = self._ended.get(key)
+        finished = e.finished_loops
+        if not done and not finished:
+            return  # the common case: no loop of this request's pass has finished
         loops = self._loop_back.get(e.walk, {})
-        for name in ended:
+        copy_key = (e.wg, e.rank)
+        check = list(finished)
+        if done:
+            # A node of a copy that already finished must not route its pairs again, in the same
+            # pass and the same iteration of the enclosing loops (an inner loop restarts on each
+            # outer iteration).
+            for name, copy, outer in done:
+                if copy == copy_key and name not in check and _outer(e.loop_context, name) == outer:
+                    check.append(name)
+        for name in check:
             pairs = loops.get(name, ())
             stray = [(sig, where) for sig, where in e.routes if (sig.name, sig.dest) in pairs]
             if stray:
                 self.routed.append((e, name, stray))
+        if finished:
+            ended = self._ended.setdefault(key, [])
+            ended.extend((name, copy_key, _outer(e.loop_context, name)) for name in finished)
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = []
@@ -60,18 +76,27 @@ class LoopExitCheck:
                 by_where[where].append(f"{sig.name}→{sig.dest}")
             parts = [f"{and_join(edges)} ({_where_text(where, e.rank)})" for where, edges in by_where.items()]
             mx = self._max_iters.get((e.walk, loop), 0)
-            first = self.last_begun[((e.rid, e.walk, e.pass_no), loop)]
+            first = self.last_begun.get(((e.rid, e.walk, e.pass_no), loop), (e.node, e.rank, e.t))
+            when = (f"after its last iteration (counter {mx - 1}) began to complete"
+                    if loop in e.finished_loops else f"after its copy in {e.wg} had ended")
             out.append(Violation(
                 self.name,
                 f"{e.node} on rank {e.rank} routed {len(stray)} loop-back edge"
-                f"{'s' if len(stray) > 1 else ''} of loop {loop!r} after its last iteration "
-                f"(counter {mx - 1}) began to complete: " + "; ".join(parts),
+                f"{'s' if len(stray) > 1 else ''} of loop {loop!r} {when}: " + "; ".join(parts),
                 walk=e.walk, node=e.node, rank=e.rank, request=e.rid,
-                details={"loop": loop, "pass": e.pass_no,
+                details={"loop": loop, "pass": e.pass_no, "wg": e.wg,
                          "last_iteration_begun_by": f"{first[0]}@{first[1]}",
                          "edges": [{"name": s.name, "dest": s.dest, "to": w} for s, w in stray]},
             ))
         return out
+
+
+def _outer(context: tuple[tuple[str, int, int, bool], ...], loop: str) -> tuple | None:
+    """The (loop, iteration) of every loop enclosing `loop`, or None if `loop` is not in context."""
+    for i, (name, *_rest) in enumerate(context):
+        if name == loop:
+            return tuple((n, it) for n, it, _mx, _last in context[i + 1:])
+    return None
 
 
 def _where_text(where: str, rank: int) -> str:

@@ -5,6 +5,9 @@ starts when the link is free, takes ``bytes / bandwidth`` to transmit and ``late
 Arrival times on one link therefore never decrease, which gives mstar's only ordering guarantee
 (FIFO per sender-receiver pair, reference/mstar_semantics.md section 7.1); messages on different
 links may overtake each other. Delivery is a simpy timeout whose callback hands the message over.
+
+With a perturbation plan (`simharness.engine.faults`) a message may get extra latency, arrive
+twice or not at all; it still never overtakes an earlier message of its link.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ class Network:
         self._free_at: dict[tuple[int, int], float] = {}
         self.messages = 0
         self.bytes = 0
+        #: the perturbation plan (`simharness.engine.faults.Perturbations`), or None
+        self.faults: Any = None
+        self._last_arrival: dict[tuple[int, int], float] = {}
 
     def send(self, src: int, dst: int, payload_bytes: int, deliver: Callable[[Any], None], msg: Any) -> float:
         """Schedule `deliver(msg)` at the arrival time; return that time."""
@@ -40,6 +46,22 @@ class Network:
         arrival = end + self.latency
         self.messages += 1
         self.bytes += payload_bytes
+        if self.faults is not None:
+            return self._send_perturbed(key, src, dst, arrival, deliver, msg)
         ev = env.timeout(arrival - now, msg)
         ev.callbacks.append(lambda e: deliver(e.value))
+        return arrival
+
+    def _send_perturbed(self, key: tuple[int, int], src: int, dst: int, arrival: float,
+                        deliver: Callable[[Any], None], msg: Any) -> float:
+        copies, extra = self.faults.on_send(src, dst, msg)
+        arrival += extra
+        last = self._last_arrival.get(key, 0.0)
+        if arrival < last:
+            arrival = last  # FIFO per link: never overtake an earlier message
+        self._last_arrival[key] = arrival
+        delay = arrival - self.env.now
+        for _ in range(copies):
+            ev = self.env.timeout(delay, msg)
+            ev.callbacks.append(lambda e: deliver(e.value))
         return arrival

@@ -14,6 +14,10 @@ would not tell apart:
 * a request's deadline (``limits.request_timeout_s``, mstar's 600 s API timeout) passing while
   other work keeps the simulation busy: reported and torn down the same way.
 
+Schedule perturbations and faults (`faults.Perturbations`, built only when the scenario asks
+for them) hook in at four places: a batch's service time, a message leaving (`Network`), the
+order of a rank's inbox, and the round-robin's tie-break; a crashed rank stops in `SimWorker`.
+
 Nothing here reads the wall clock; `wall_s` is measured by the caller around `run`.
 """
 
@@ -27,6 +31,7 @@ from typing import Any
 import simpy
 
 from simharness import events as ev
+from simharness.engine.faults import Perturbations
 from simharness.engine.network import Network
 from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
@@ -90,6 +95,12 @@ class Simulation:
         self.conductor = Conductor(scenario, self.layout, self.policy,
                                    lambda n: self.streams.choice_index("placement", n), emit)
         self.client = ApiClient(self.policy, emit)
+        self.faults = Perturbations.build(scenario, self.streams)
+        if self.faults is not None:
+            self.network.faults = self.faults
+            if self.faults.shuffle_ties:
+                for w in self.workers:
+                    w.loop.scheduler.tie_break = self.faults.tie_break
         #: endpoint -> its message handler
         self._handlers: dict[int, Any] = {w.rank: w.deliver for w in self.workers}
         self._handlers[CONDUCTOR_ID] = self._conductor_deliver
@@ -172,6 +183,9 @@ class Simulation:
         env.process(self._workload())
         for w in self.workers:
             env.process(w.run())
+        if self.faults is not None:
+            for rank, at in sorted(self.faults.crashes.items()):
+                env.process(self._crash(self.workers[rank], at))
         conductor = self.conductor
         step = env.step
         peek = env.peek
@@ -195,6 +209,10 @@ class Simulation:
         self.recorder.emit(self._final_state())
         return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
                          dict(self.outcomes), self.network.messages, self.notes)
+
+    def _crash(self, worker: SimWorker, at: float):
+        yield self.env.timeout(at)
+        worker.crashed = True
 
     # -- stalls -------------------------------------------------------------------------------
 
@@ -260,8 +278,12 @@ class SimWorker:
         self.rank = loop.rank
         self.inbox: list[Any] = []
         self._wake: simpy.Event | None = None
+        #: set by a crash fault: the rank finishes nothing more and loses what is sent to it
+        self.crashed = False
 
     def deliver(self, msg: Any) -> None:
+        if self.crashed:
+            return
         self.inbox.append(msg)
         wake = self._wake
         if wake is not None and not wake.triggered:
@@ -273,9 +295,15 @@ class SimWorker:
         sim = self.sim
         rank = self.rank
         duration_of = sim.fake_nodes.duration
+        faults = sim.faults
+        shuffle = faults is not None and faults.shuffle_ties
         while True:
+            if self.crashed:
+                return
             if self.inbox:
                 msgs, self.inbox = self.inbox, []
+                if shuffle:
+                    msgs = faults.interleave(msgs)
                 for msg in msgs:
                     sends = loop.handle(msg, env.now)
                     if sends:
@@ -289,8 +317,12 @@ class SimWorker:
                 self._wake = None
                 continue
             duration = duration_of(batch.node, batch.walk, len(batch.rids))
+            if faults is not None:
+                duration = faults.service_time(rank, duration)
             if batch.instance:
                 yield sim.collective(batch.instance, batch.tp_number)
             loop.start(batch, env.now, duration)
             yield env.timeout(duration)
+            if self.crashed:
+                return
             sim.send_all(rank, loop.finish(batch, env.now))

@@ -62,16 +62,21 @@ class WalkFacts:
         mstar models send these themselves (BAGEL's signal-only ``latents``/``time_index``); a
         pair that a node outside the loop body also sends gets its first copy from that node.
         """
+        # A nested loop's pairs are also in every enclosing loop's set (mstar propagates them
+        # upward); whether a pair needs a seed depends on the innermost loop that carries it:
+        # a node of the outer body before the inner loop may send its first copy each time.
+        owner: dict[Pair, Loop] = {}
+        for loop in self.loops.values():  # outer loops before the loops they contain
+            for p in loop_back_pairs(loop):
+                owner[p] = loop
         out: set[Pair] = set()
-        for loop in self.loops.values():
+        for p, loop in owner.items():
             inside = {n.name for n in iter_nodes(loop.body)}
-            fed_from_outside = {
-                e.pair
-                for n in self.nodes.values()
-                if n.name not in inside
-                for e in n.outputs
-            }
-            out |= {p for p in loop_back_pairs(loop) if p not in fed_from_outside}
+            fed_from_outside = any(
+                e.pair == p for n in self.nodes.values() if n.name not in inside for e in n.outputs
+            )
+            if not fed_from_outside:
+                out.add(p)
         return frozenset(out)
 
     @cached_property

@@ -54,6 +54,9 @@ class MicroScheduler:
         self.last_scheduled: dict[tuple[str, str], int] = {}
         #: (node, walk) -> request ids already taken off the ready sets, waiting their turn
         self.backlog: dict[tuple[str, str], list[str]] = {}
+        #: the driver's pick among pairs tied in the round-robin (mstar's order is a set's, so
+        #: any pick is one mstar could make): n -> index in range(n). None: the first seen.
+        self.tie_break: Callable[[int], int] | None = None
 
     def drop(self, rid: str) -> None:
         """A removed request leaves every backlogged batch (mstar ``_drop_backlogged_rid``)."""
@@ -88,6 +91,11 @@ class MicroScheduler:
             return None
         last = self.last_scheduled
         best = min(ready, key=lambda k: last.get(k, 0))
+        if self.tie_break is not None:
+            low = last.get(best, 0)
+            tied = [k for k in ready if last.get(k, 0) == low]
+            if len(tied) > 1:
+                best = tied[self.tie_break(len(tied))]
         rids = []
         for rid, st in ready[best]:
             st.pop_ready(best[0])

@@ -36,10 +36,13 @@ from simharness.graph.ir import (
 from simharness.scenario import fields as f
 from simharness.scenario.model import (
     DEFAULT_PARTITION,
+    FAULT_KINDS,
+    FAULT_MESSAGES,
     ChunkPolicySpec,
     Connection,
     Dist,
     Expect,
+    Fault,
     KvConfig,
     Limits,
     Network,
@@ -50,6 +53,7 @@ from simharness.scenario.model import (
     RequestKind,
     RuntimeChoice,
     Scenario,
+    Schedule,
     ScriptStep,
     Step,
     WalkCost,
@@ -58,9 +62,13 @@ from simharness.scenario.overrides import apply_overrides
 
 TOP_KEYS = (
     "name", "description", "seed", "graph", "placement", "runtime", "workload", "network",
-    "payloads", "expect", "limits", "kv",
+    "payloads", "expect", "limits", "kv", "schedule", "faults", "corpus",
 )
 POLICIES = ("sliding_window", "left_context", "fixed")
+#: Keys of a fuzz corpus case's ``corpus:`` block (metadata; it does not change the run).
+CORPUS_KEYS = ("signature", "check", "key", "runtime", "status", "seed", "example", "trace_digest",
+               "nodes", "ranks", "note")
+CORPUS_STATUSES = ("open", "fixed")
 SECTION_KINDS = ("node", "sequential", "parallel", "loop")
 TRANSPORTS = ("shm", "ipc", "tcp", "rdma")
 DEFAULT_RUNTIME = "mstar-python"
@@ -163,6 +171,10 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
     expect = _expect(top.get("expect", {}), facts, requests)
     limits = _limits(top.get("limits", {}))
     kv = _kv(top.get("kv", {}))
+    schedule = _schedule(top.get("schedule", {}))
+    faults = _faults(top.get("faults", []), placement.num_ranks)
+    if "corpus" in top:
+        _corpus(top["corpus"])
     return Scenario(
         name=name,
         description=description,
@@ -183,12 +195,14 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         source=source,
         fingerprint=fingerprint(raw if resolved is None else {**raw, "placement": resolved}),
         raw=raw,
+        schedule=schedule,
+        faults=faults,
     )
 
 
 def fingerprint(raw: dict[str, Any]) -> str:
     """sha256 over the canonical JSON of the scenario, leaving out seed and prose."""
-    core = {k: v for k, v in raw.items() if k not in ("seed", "name", "description")}
+    core = {k: v for k, v in raw.items() if k not in ("seed", "name", "description", "corpus")}
     text = json.dumps(core, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
@@ -626,6 +640,8 @@ def _check_inputs_are_sent(
                                               f"{step.walk!r}: no edge in the walk targets it, it is not a "
                                               f"loop-back input or a stream, and {supply}")
                 persisted |= {e.name for n in wf.nodes.values() for e in n.outputs if e.persist}
+                persisted |= {e.name for lp in wf.loops.values()
+                              for e in lp.outputs + lp.accumulated_outputs if e.persist}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -798,3 +814,85 @@ def _kv(raw: Any) -> KvConfig:
 def _limits(raw: Any) -> Limits:
     m = f.mapping(raw, "limits", ("request_timeout_s",))
     return Limits(f.number(m.get("request_timeout_s", 600.0), "limits.request_timeout_s", positive=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# schedule, faults, corpus (fuzzing; docs/scenarios.md "Schedules and faults")
+
+
+def _schedule(raw: Any) -> Schedule:
+    m = f.mapping(raw, "schedule", ("service_jitter", "link_jitter_us", "shuffle_ties"))
+    jitter = f.number(m.get("service_jitter", 0.0), "schedule.service_jitter", minimum=0)
+    if jitter >= 1:
+        raise ScenarioError("schedule.service_jitter", f"expected a fraction below 1 (service "
+                                                       f"times stay positive), got {jitter:g}")
+    return Schedule(
+        service_jitter=jitter,
+        link_jitter_us=f.number(m.get("link_jitter_us", 0.0), "schedule.link_jitter_us", minimum=0),
+        shuffle_ties=f.boolean(m.get("shuffle_ties", False), "schedule.shuffle_ties"),
+    )
+
+
+def _endpoint(value: Any, path: str, num_ranks: int) -> int | str:
+    if value in ("conductor", "client"):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < num_ranks:
+        return value
+    raise ScenarioError(path, f"expected a rank 0..{num_ranks - 1}, conductor or client, "
+                              f"got {f.describe(value)}")
+
+
+_FAULT_KEYS = {
+    "delay": ("kind", "message", "from", "to", "nth", "delay_ms"),
+    "duplicate": ("kind", "message", "from", "to", "nth"),
+    "drop": ("kind", "message", "from", "to", "nth"),
+    "slow_rank": ("kind", "rank", "factor"),
+    "crash": ("kind", "rank", "at_ms"),
+}
+
+
+def _faults(raw: Any, num_ranks: int) -> tuple[Fault, ...]:
+    out = []
+    for i, item in enumerate(f.sequence(raw, "faults")):
+        path = f.join("faults", i)
+        if not isinstance(item, dict):
+            raise ScenarioError(path, f"expected a mapping with a kind, got {f.describe(item)}")
+        kind = item.get("kind")
+        if kind not in FAULT_KINDS:
+            raise ScenarioError(f.join(path, "kind"), f"expected one of {', '.join(FAULT_KINDS)}, "
+                                                      f"got {f.describe(kind)}")
+        m = f.mapping(item, path, _FAULT_KEYS[kind], required=_FAULT_KEYS[kind][:2])
+        if kind in ("slow_rank", "crash"):
+            rank = m["rank"]
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < num_ranks:
+                raise ScenarioError(f.join(path, "rank"), f"expected a rank 0..{num_ranks - 1}, "
+                                                          f"got {f.describe(rank)}")
+            out.append(Fault(kind, rank=rank,
+                             factor=f.number(m.get("factor", 2.0), f.join(path, "factor"), positive=True),
+                             at_ms=f.number(m.get("at_ms", 0.0), f.join(path, "at_ms"), minimum=0),
+                             path=path))
+            continue
+        message = m["message"]
+        if message not in FAULT_MESSAGES:
+            raise ScenarioError(f.join(path, "message"), f"expected one of {', '.join(FAULT_MESSAGES)}, "
+                                                         f"got {f.describe(message)}")
+        src = None if m.get("from") is None else _endpoint(m["from"], f.join(path, "from"), num_ranks)
+        dst = None if m.get("to") is None else _endpoint(m["to"], f.join(path, "to"), num_ranks)
+        out.append(Fault(kind, message=message, src=src, dst=dst,
+                         nth=f.integer(m.get("nth", 1), f.join(path, "nth"), minimum=1),
+                         delay_ms=f.number(m.get("delay_ms", 1.0), f.join(path, "delay_ms"), minimum=0),
+                         path=path))
+    return tuple(out)
+
+
+def _corpus(raw: Any) -> None:
+    """A corpus case's metadata block: checked here, read by `simharness.explore.corpus`."""
+    m = f.mapping(raw, "corpus", CORPUS_KEYS, required=("signature", "runtime", "status"))
+    f.string(m["signature"], "corpus.signature")
+    f.name(m["runtime"], "corpus.runtime", "a runtime name")
+    if m["status"] not in CORPUS_STATUSES:
+        raise ScenarioError("corpus.status", f"expected one of {', '.join(CORPUS_STATUSES)}, "
+                                             f"got {f.describe(m['status'])}")
+    for key in ("seed", "example", "nodes", "ranks"):
+        if key in m:
+            f.integer(m[key], f.join("corpus", key), minimum=0)

@@ -218,6 +218,66 @@ class KvConfig:
     bytes_per_token: int = 56 * 1024
 
 
+#: Fault kinds the protocol tolerates: a correct runtime must still pass under them.
+TOLERATED_FAULTS = ("delay", "slow_rank")
+#: Fault kinds mstar has no defence against (ZMQ between live peers neither loses nor
+#: duplicates; there are no health checks): every runtime degrades, so a failure under them
+#: counts as a runtime bug only where the reference runtime does not fail the same way.
+UNTOLERATED_FAULTS = ("duplicate", "drop", "crash")
+FAULT_KINDS = TOLERATED_FAULTS + UNTOLERATED_FAULTS
+#: Messages a delay, duplicate or drop fault can target (``stop_loops`` joins with dynamic loops).
+FAULT_MESSAGES = ("new_request", "input_signals", "remove_request", "worker_graphs_done",
+                  "result_tensors")
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Schedule perturbations the protocol permits, all drawn from the scenario's seed.
+
+    ``service_jitter``: each batch's service time is scaled by a factor drawn uniformly from
+    ``[1 - j, 1 + j]``. ``link_jitter_us``: each message gets an extra latency drawn from
+    ``[0, j]`` microseconds, never overtaking an earlier message on the same link (FIFO per
+    sender-receiver pair holds). ``shuffle_ties``: messages that reach a rank together from
+    different senders are handled in a seeded order (each sender's own order kept), and ready
+    (node, walk) pairs tied in the round-robin are picked in a seeded order.
+    """
+
+    service_jitter: float = 0.0
+    link_jitter_us: float = 0.0
+    shuffle_ties: bool = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.service_jitter or self.link_jitter_us or self.shuffle_ties)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One injected fault (``faults:`` in the YAML).
+
+    ``delay``/``duplicate``/``drop`` target the ``nth`` message (1-based, in send order) of kind
+    ``message`` from ``src`` to ``dst`` (a rank, ``conductor`` or ``client``; None matches any).
+    A delayed message holds later messages on its link behind it (FIFO is kept). ``slow_rank``
+    scales every service time on ``rank`` by ``factor``; ``crash`` stops ``rank`` at ``at_ms``
+    of simulated time: it finishes nothing more and every message to it is lost.
+    """
+
+    kind: str
+    message: str | None = None
+    src: int | str | None = None
+    dst: int | str | None = None
+    nth: int = 1
+    delay_ms: float = 0.0
+    rank: int | None = None
+    factor: float = 1.0
+    at_ms: float = 0.0
+    path: str = field(default="", compare=False)
+
+    @property
+    def tolerated(self) -> bool:
+        return self.kind in TOLERATED_FAULTS
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -242,6 +302,8 @@ class Scenario:
     fingerprint: str = field(default="", compare=False)
     #: The validated plain-data form, for writing a scenario back out (fuzz cases, reports).
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    schedule: Schedule = field(default_factory=Schedule)
+    faults: tuple[Fault, ...] = ()
 
     @cached_property
     def walk_facts(self) -> dict[str, WalkFacts]:

@@ -96,6 +96,11 @@ class _ShuffledRank(RankRuntime):
         self._rng.shuffle(work)
         return iter(work)
 
+    def complete(self, rid, node, walk):
+        done = super().complete(rid, node, walk)
+        self._rng.shuffle(done.routes)  # the order a completion reports its routes in varies too
+        return done
+
 
 class UnseededOrder(MstarPython):
     """Serves ready work in an order drawn from an unseeded random source."""

@@ -70,3 +70,55 @@ def test_help_and_no_command(capsys):
     except SystemExit as exc:
         assert exc.code == 0
     assert "--runtime" in capsys.readouterr().out
+
+
+def test_fuzz_json_writes_cases_that_replay(tmp_path, capsys):
+    import json
+
+    from simharness.cli import main
+    corpus = tmp_path / "corpus"
+    code = main(["fuzz", "--runtime", "mstar-rust-prefix", "--examples", "50", "--json",
+                 "--corpus", str(corpus)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["examples"] == 50
+    sigs = {f["signature"]: f for f in out["failures"]}
+    assert "loop_exit:peer" in sigs
+    f = sigs["loop_exit:peer"]
+    assert {"check", "signature", "case", "nodes", "ranks"} <= set(f) and f["ranks"] <= 2
+    assert set(out["coverage"]) >= {"layout", "edges", "loops", "faults"}
+    assert main(["replay", f["case"]]) == 0
+    capsys.readouterr()
+    # Found again: reported as the known case, not written twice.
+    main(["fuzz", "--runtime", "mstar-rust-prefix", "--examples", "50", "--json", "--no-shrink",
+          "--corpus", str(corpus)])
+    again = json.loads(capsys.readouterr().out)
+    assert {x["signature"]: x["known"] for x in again["failures"]}["loop_exit:peer"] is True
+
+
+def test_fuzz_and_replay_usage_errors_exit_2(tmp_path, capsys):
+    from simharness.cli import main
+    assert main(["fuzz", "--runtime", "no-such-runtime", "--examples", "5"]) == 2
+    assert main(["fuzz", "--examples", "0"]) == 2
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("graph: {walks: {w: {node: a, inputs: [x], outputs: [{name: y, to: client}]}},"
+                     " requests: {r: {walks: [w], inputs: [x]}}}\n"
+                     "placement: {node_groups: [{node_names: [a], ranks: [0]}]}\n"
+                     "workload: [{request: r, count: 1}]\n")
+    assert main(["replay", str(plain)]) == 2
+    assert "corpus" in capsys.readouterr().err
+
+
+def test_replay_says_when_an_open_case_starts_to_pass(tmp_path, capsys):
+    import yaml
+
+    from simharness.cli import main
+    from simharness.explore.corpus import write_case
+    from tests.helpers import split_loop
+    path = write_case(tmp_path, split_loop(), "mstar-rust-prefix", "loop_exit:peer", seed=0,
+                      example=0, nodes=3, ranks=2)
+    assert main(["replay", str(path)]) == 0
+    data = yaml.safe_load(path.read_text())
+    data["corpus"]["runtime"] = "mstar-rust"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["replay", str(path)]) == 1
+    assert "now passes under mstar-rust" in capsys.readouterr().out

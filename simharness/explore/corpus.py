@@ -1,0 +1,173 @@
+"""The fuzz corpus: minimal failing scenarios as YAML files that replay bit for bit.
+
+A corpus case is an ordinary scenario file (``scenarios/corpus/*.yaml``) with one more top-level
+block, ``corpus:``, which the loader checks and the run ignores:
+
+```yaml
+corpus:
+  signature: loop_exit:peer      # check:key, as `simharness.explore.execute.signature` names it
+  check: loop_exit
+  runtime: mstar-rust-prefix     # the runtime it was found under (replay uses it)
+  status: open                   # open: must still fail this way; fixed: must pass
+  seed: 0                        # the campaign seed ...
+  example: 3                     # ... and the example's index in that campaign
+  nodes: 2
+  ranks: 2
+  trace_digest: sha256:...       # what replay must reproduce exactly
+  note: ...                      # why it fails: a real gap in the runtime, or a model error fixed
+```
+
+`replay` runs a case under its runtime and compares: the signature (an ``open`` case that now
+passes says so: mark it ``fixed``), then the trace digest (a different digest with the same
+failure means the simulator changed since the case was recorded: ``--update`` records it anew).
+The corpus is deduplicated by (runtime, signature): a campaign that finds a known failure
+reports the existing case instead of writing another one.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simharness.explore.execute import execute, signature, simulate
+from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
+
+DEFAULT_DIR = Path("scenarios") / "corpus"
+
+
+@dataclass
+class Case:
+    path: Path
+    raw: dict[str, Any]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.raw["corpus"]
+
+    @property
+    def signature(self) -> str:
+        return self.meta["signature"]
+
+    @property
+    def runtime(self) -> str:
+        return self.meta["runtime"]
+
+    @property
+    def status(self) -> str:
+        return self.meta["status"]
+
+
+def cases(directory: str | Path = DEFAULT_DIR) -> list[Case]:
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    return [Case(p, read_yaml(p)) for p in sorted(d.glob("*.yaml"))]
+
+
+def find_case(directory: str | Path, runtime: str, sig: str) -> Case | None:
+    for case in cases(directory):
+        if "corpus" in case.raw and case.runtime == runtime and case.signature == sig:
+            return case
+    return None
+
+
+def case_name(runtime: str, sig: str) -> str:
+    return f"{runtime}__{sig.replace(':', '-')}"
+
+
+def digest_of(raw: dict[str, Any], runtime: str) -> tuple[str | None, str]:
+    """(signature or None, trace digest) of one run of `raw` under `runtime`."""
+    sc = parse_scenario(copy.deepcopy(raw), source="<corpus>")
+    violations, result = simulate(sc, runtime, keep_trace=True)
+    sig = None
+    if violations:
+        check, key = signature(violations, sc)
+        sig = f"{check}:{key}"
+    return sig, result.recorder.digest()
+
+
+def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: str, *,
+               seed: int, example: int, nodes: int, ranks: int, note: str = "") -> Path:
+    """Write a shrunk failure as a corpus case (status ``open``); return its path."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    name = case_name(runtime, sig)
+    body = {k: v for k, v in copy.deepcopy(raw).items() if k != "corpus"}
+    body["name"] = name
+    got, digest = digest_of(body, runtime)
+    check, _, _key = sig.partition(":")
+    meta: dict[str, Any] = {"signature": sig, "check": check, "runtime": runtime,
+                            "status": "open", "seed": seed, "example": example,
+                            "nodes": nodes, "ranks": ranks, "trace_digest": digest}
+    if note:
+        meta["note"] = note
+    if got != sig:
+        meta["note"] = (note + " " if note else "") + f"(replay gave {got or 'a pass'})"
+    path = d / f"{name}.yaml"
+    _dump(path, {"corpus": meta, **body})
+    return path
+
+
+def _dump(path: Path, data: dict[str, Any]) -> None:
+    head = ("# A minimal failing scenario found by `simharness fuzz`.\n"
+            f"# Replay it: simharness replay {path.as_posix()}\n")
+    path.write_text(head + yaml.safe_dump(data, sort_keys=False, width=100), encoding="utf-8")
+
+
+@dataclass
+class Replay:
+    path: Path
+    runtime: str
+    status: str
+    expected: str
+    got: str | None
+    expected_digest: str | None
+    digest: str
+    ok: bool
+    message: str
+
+
+def replay(path: str | Path, update: bool = False) -> Replay:
+    """Run a corpus case and say whether it behaves as recorded."""
+    p = Path(path)
+    raw = read_yaml(p)
+    load_scenario(p)  # validates, with the file name in any error
+    if "corpus" not in raw:
+        from simharness.errors import ScenarioError
+        raise ScenarioError("corpus", "missing: not a corpus case (expected a corpus: block with "
+                                      "signature, runtime and status)", source=str(p))
+    meta = raw["corpus"]
+    runtime, status, expected = meta["runtime"], meta["status"], meta["signature"]
+    body = {k: v for k, v in raw.items() if k != "corpus"}
+    got, digest = digest_of(body, runtime)
+    recorded = meta.get("trace_digest")
+    if status == "open":
+        if got == expected:
+            ok, message = True, f"still fails as recorded ({expected})"
+        elif got is None:
+            ok, message = False, (f"now passes under {runtime}: the {expected} failure is gone; "
+                                  f"if the runtime was fixed, set corpus.status to fixed")
+        else:
+            ok, message = False, f"fails differently: {got} instead of {expected}"
+    else:
+        ok = got is None
+        message = "passes, as a fixed case must" if ok else f"fails again ({got}): a regression"
+    if ok and recorded and recorded != digest:
+        if update:
+            message += "; trace digest updated"
+        else:
+            ok = False
+            message += (f"; but the trace differs from the recorded one ({recorded[:19]}... vs "
+                        f"{digest[:19]}...): the simulator changed since it was recorded "
+                        f"(simharness replay --update records the new trace)")
+    if update and ok:
+        meta["trace_digest"] = digest
+        _dump(p, raw)
+    return Replay(p, runtime, status, expected, got, recorded, digest, ok, message)
+
+
+__all__ = ["DEFAULT_DIR", "Case", "Replay", "cases", "execute", "find_case", "replay", "write_case"]

@@ -1,0 +1,491 @@
+"""Hypothesis strategies for scenarios built from mstar's primitives.
+
+Every strategy yields plain data in the scenario schema (docs/scenarios.md), ready for
+`simharness.scenario.parse_scenario`, so a generated example is also a YAML file that replays.
+
+What is generated, and the mstar idioms it follows (a generated scenario must be one the real
+runtime could meet: a false failure costs more than extra coverage):
+
+* a walk is a sequence of 1-3 stages; a stage is a node, a parallel group of nodes (a member may
+  be a two-node chain), or a loop. Each stage consumes every signal the previous stage produced
+  (readiness is by name), so every input is sent and data flows to the client at the end;
+* a loop body is a sequence whose first stage (a node or parallel branches, like BAGEL's CFG
+  branches) reads the loop's state signals and whose last stage is one *combiner* node that sends
+  the state back to every reader (loop-back edges, possibly to itself as ``combine_cfg`` does).
+  The loop's declared output carries a state signal, matched by name, to whatever follows the
+  loop (BAGEL's ``latents -> vae_decoder``). The first copy of the state comes from the
+  conductor (signal-only seeds) or from the stage before the loop; the previous stage's signals
+  may instead enter as external inputs, re-injected every iteration (Wan2.2's text embeddings).
+  Only the combiner sends loop-backs, and body nodes send only inside the body or to the client
+  (a per-iteration token, ``new_token``): a body node that also fed a node after the loop every
+  iteration makes mstar's registry count that node twice, a shape no real model has;
+* nested loops sit strictly inside an outer body (never first, never last), and the stage before
+  them sends their state's first copy each outer iteration, so each inner pass is seeded;
+* walks chain through persisted signals (prefill hands ``new_token`` to decode through the
+  conductor) or start from client inputs; node names are shared across walks (one LLM in
+  prefill and decode); request kinds take the whole chain, a prefix, or one self-contained walk;
+* placements are mstar node groups over 1-8 ranks (densely numbered), with data-parallel replicas
+  and walk-scoped groups that override the base group for one walk (PD disaggregation);
+* workloads are one or two closed-loop phases; schedules and faults follow `schedules` and
+  `faults`.
+
+Generation is swarm-style (Groce et al., as in TigerBeetle's VOPR): each example first draws
+which features it may use, so examples differ in kind and not only in size, and shrinking
+switches features off. Every draw's simplest value is the simplest scenario (one node on rank 0,
+no faults), which is what the shrinker moves towards.
+
+Extension points (issue 3): stream edges and partitions (a stage kind ``stream`` whose edge
+carries ``stream:`` to a consumer partition), dynamic loops (a ``stop:`` rule on `_loop`), TP
+instances (``tp_size`` on `placements` groups) and ``stop_loops`` faults; see the TODOs below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+from simharness.scenario.model import FAULT_MESSAGES
+
+#: Features an example may switch on (swarm testing); `scenarios(features=...)` restricts them.
+FEATURES = ("parallel", "loops", "nested_loops", "multi_member_loops", "several_walks",
+            "shared_nodes", "sibling_groups", "multi_rank", "replicas", "walk_scoped",
+            "concurrency", "costs", "schedule", "faults")
+
+SERVICE_MS = (1.0, 0.5, 2.0, 5.0, 10.0)
+REQUEST_TIMEOUT_S = 60.0
+
+
+# ---------------------------------------------------------------------------------------------
+# graphs
+
+
+@dataclass
+class _Out:
+    """Where a producer appends its output edges: a node's ``outputs`` or a loop's."""
+
+    edges: list[dict[str, Any]] | None  # None: the walk's start (the conductor sends)
+    #: a loop's declared outputs can only carry names its body produces
+    loop: bool = False
+
+
+@dataclass
+class _Build:
+    draw: Any
+    features: frozenset[str]
+    max_depth: int
+    fresh: int = 0
+    loops: int = 0
+    walk_nodes: list[str] = field(default_factory=list)
+    #: names used by earlier walks (candidates for sharing a node across walks)
+    earlier: list[str] = field(default_factory=list)
+    node_count: int = 0
+    max_nodes: int = 10
+
+    def on(self, feature: str) -> bool:
+        return feature in self.features
+
+    def node(self) -> dict[str, Any]:
+        share = [n for n in self.earlier if n not in self.walk_nodes]
+        if share and self.on("shared_nodes") and self.draw(st.booleans()):
+            name = self.draw(st.sampled_from(share))
+        else:
+            name = _node_name(self.fresh)
+            self.fresh += 1
+        self.walk_nodes.append(name)
+        self.node_count += 1
+        return {"node": name, "inputs": [], "outputs": []}
+
+    def room(self, n: int = 1) -> bool:
+        return self.node_count + n <= self.max_nodes
+
+
+def _node_name(i: int) -> str:
+    letters = "abcdefghijkmnpqrstuvwxyz"
+    return letters[i] if i < len(letters) else f"n{i}"
+
+
+Frontier = list[tuple[_Out, str]]
+
+
+def _connect(frontier: Frontier, consumer: dict[str, Any]) -> None:
+    """Every signal of the frontier goes to `consumer` (one edge per producer and name)."""
+    for out, sig in frontier:
+        if sig not in consumer["inputs"]:
+            consumer["inputs"].append(sig)
+        if out.edges is not None:
+            edge = {"name": sig, "to": consumer["node"]}
+            if edge not in out.edges:
+                out.edges.append(edge)
+
+
+def _produces(node: dict[str, Any]) -> tuple[_Out, str]:
+    return _Out(node["outputs"]), "y_" + node["node"]
+
+
+def _plain_stage(b: _Build, frontier: Frontier) -> tuple[dict[str, Any], Frontier]:
+    """A node, or (feature ``parallel``) 2-3 parallel members, each a node or a two-node chain."""
+    width = b.draw(st.integers(1, 3)) if b.on("parallel") and b.room(2) else 1
+    if width == 1:
+        n = b.node()
+        _connect(frontier, n)
+        return n, [_produces(n)]
+    members: list[dict[str, Any]] = []
+    out: Frontier = []
+    for _ in range(width):
+        if not b.room():
+            break
+        first = b.node()
+        _connect(frontier, first)
+        if b.room() and b.draw(st.integers(0, 3)) == 3:
+            second = b.node()
+            _connect([_produces(first)], second)
+            members.append({"sequential": [first, second]})
+            out.append(_produces(second))
+        else:
+            members.append(first)
+            out.append(_produces(first))
+    if len(members) == 1:
+        return members[0], out
+    return {"parallel": members}, out
+
+
+def _stages(b: _Build, frontier: Frontier, depth: int, lo: int, hi: int) -> tuple[list[dict], Frontier]:
+    n = b.draw(st.integers(lo, hi))
+    sections: list[dict[str, Any]] = []
+    for _ in range(n):
+        if not b.room():
+            break
+        loop_ok = b.on("loops") and depth < b.max_depth and b.room(1)
+        if depth > 0:
+            # A nested loop is seeded by the node(s) just before it on every outer iteration.
+            loop_ok = loop_ok and b.on("nested_loops") and all(
+                out.edges is not None and not out.loop for out, _ in frontier)
+        # TODO(issue 3): a stream stage (an edge with ``stream:`` into another partition).
+        if loop_ok and b.draw(st.booleans()):
+            sec, frontier = _loop(b, frontier, depth)
+        else:
+            sec, frontier = _plain_stage(b, frontier)
+        sections.append(sec)
+    return sections, frontier
+
+
+def _loop(b: _Build, frontier: Frontier, depth: int) -> tuple[dict[str, Any], Frontier]:
+    b.loops += 1
+    name = f"L{b.loops}"
+    states = [f"s{b.loops}"] + ([f"t{b.loops}"] if b.draw(st.integers(0, 3)) == 3 else [])
+    upstream = bool(frontier) and all(out.edges is not None and not out.loop for out, _ in frontier)
+    # Nested loops are seeded by the stage before them on every outer iteration (the conductor
+    # seeds a walk once); top-level loops are seeded by the conductor or by that stage.
+    seed_upstream = upstream and (depth > 0 or b.draw(st.booleans()))
+    multi = b.on("multi_member_loops") and b.room(2)
+
+    # First body stage: the readers of the loop state.
+    if multi:
+        first, first_out = _plain_stage(b, [])
+    else:
+        n = b.node()
+        first, first_out = n, [_produces(n)]
+    readers = _first_nodes(first)
+    for r in readers:
+        r["inputs"].extend(states)
+    seeder = frontier[0][0] if seed_upstream else None
+    if seeder is not None:
+        # One node sends the state's first copy (two senders would fill the next-iteration
+        # slot too); the others' signals enter as external inputs.
+        assert seeder.edges is not None
+        for r in readers:
+            for s in states:
+                seeder.edges.append({"name": s, "to": r["node"]})
+            _connect(frontier[1:], r)
+    else:
+        # The previous stage's signals are external inputs of the loop, re-injected each time.
+        for r in readers:
+            _connect(frontier, r)
+    body: list[dict[str, Any]] = [first]
+    inner = first_out
+    if multi:
+        middle, inner = _stages(b, inner, depth + 1, 0, 2)
+        body.extend(middle)
+    # The combiner: the last body node, the only one that sends the state back.
+    single = len(body) == 1 and isinstance(first, dict) and "node" in first
+    if single and not (multi and b.room() and b.draw(st.booleans())):
+        comb = first
+    else:
+        comb = b.node()
+        _connect(inner, comb)
+        body.append(comb)
+        if b.draw(st.booleans()):
+            # combine_cfg also reads the state it sends (a self loop-back); its first copy
+            # comes from wherever the other readers' first copy comes from.
+            comb["inputs"].extend(s for s in states if s not in comb["inputs"])
+            readers = [*readers, comb]
+            if seeder is not None and seeder.edges is not None:
+                seeder.edges.extend({"name": s, "to": comb["node"]} for s in states)
+    if comb is first:
+        readers = [comb]
+    for r in readers:
+        for s in states:
+            comb["outputs"].append({"name": s, "to": r["node"]})
+    if b.draw(st.integers(0, 3)) == 3:
+        comb["outputs"].append({"name": "tok_" + comb["node"], "to": "client", "new_token": True})
+    loop = {"name": name, "max_iters": b.draw(st.integers(1, 4)),
+            "body": body[0] if len(body) == 1 else {"sequential": body}, "outputs": []}
+    # TODO(issue 3): a dynamic stop rule (``stop:``) for loops with a stable name.
+    return {"loop": loop}, [(_Out(loop["outputs"], loop=True), states[0])]
+
+
+def _first_nodes(section: dict[str, Any]) -> list[dict[str, Any]]:
+    if "node" in section:
+        return [section]
+    if "parallel" in section:
+        return [n for m in section["parallel"] for n in _first_nodes(m)]
+    return _first_nodes(section["sequential"][0])
+
+
+@st.composite
+def graphs(draw: Any, features: frozenset[str] | None = None, max_depth: int = 2,
+           max_nodes: int = 10) -> dict[str, Any]:
+    """The ``graph:`` mapping of a scenario: walks, request kinds and node costs."""
+    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    b = _Build(draw, feats, max_depth, max_nodes=max_nodes)
+    n_walks = draw(st.integers(1, 3)) if "several_walks" in feats else 1
+    walks: dict[str, Any] = {}
+    needs: dict[str, list[str]] = {}  # walk -> client inputs
+    persisted_from: dict[str, str] = {}  # walk -> the earlier walk whose persisted signal it reads
+    handoff: str | None = None
+    for w in range(n_walks):
+        walk = f"w{w}"
+        b.walk_nodes = []
+        if handoff is not None and draw(st.booleans()):
+            frontier: Frontier = [(_Out(None), handoff)]
+            persisted_from[walk] = f"w{w - 1}"
+            needs[walk] = []
+        else:
+            frontier = [(_Out(None), f"in{w}")]
+            needs[walk] = [f"in{w}"]
+        b.max_nodes = b.node_count + max(2, max_nodes // n_walks)
+        sections, frontier = _stages(b, frontier, 0, 1, 3)
+        for out, sig in frontier:
+            assert out.edges is not None
+            out.edges.append({"name": sig, "to": "client"})
+        handoff = None
+        if w + 1 < n_walks:
+            out, sig = frontier[0]
+            assert out.edges is not None
+            out.edges.append({"name": sig, "to": "conductor"})
+            handoff = sig
+        walks[walk] = sections[0] if len(sections) == 1 else {"sequential": sections}
+        b.earlier.extend(n for n in b.walk_nodes if n not in b.earlier)
+    requests = _request_kinds(draw, list(walks), needs, persisted_from)
+    graph: dict[str, Any] = {"walks": walks, "requests": requests}
+    if "costs" in feats:
+        costs: dict[str, Any] = {}
+        for name in b.earlier:
+            facts: dict[str, Any] = {}
+            ms = draw(st.sampled_from(SERVICE_MS))
+            if ms != 1.0:
+                facts["service_ms"] = ms
+            if draw(st.booleans()):
+                facts["max_batch"] = draw(st.integers(1, 2))
+            if facts:
+                costs[name] = facts
+        if costs:
+            graph["nodes"] = costs
+    return graph
+
+
+def _request_kinds(draw: Any, walks: list[str], needs: dict[str, list[str]],
+                   persisted_from: dict[str, str]) -> dict[str, Any]:
+    def kind(seq: list[str]) -> dict[str, Any]:
+        inputs: list[str] = []
+        for w in seq:
+            inputs.extend(i for i in needs[w] if i not in inputs)
+        return {"walks": seq, "inputs": inputs}
+
+    kinds = {"k0": kind(walks)}
+    if len(walks) > 1 and draw(st.booleans()):
+        # A shorter kind: a prefix of the chain, or one walk that needs nothing persisted.
+        options = [walks[:i] for i in range(1, len(walks))]
+        options += [[w] for w in walks[1:] if w not in persisted_from]
+        kinds["k1"] = kind(draw(st.sampled_from(options)))
+    if draw(st.integers(0, 7)) == 7:
+        # The same walk twice in one request (BAGEL's prefill_vae once per image).
+        w = walks[0]
+        kinds["k2"] = kind([w, w])
+    return kinds
+
+
+def walk_nodes(graph: dict[str, Any]) -> dict[str, list[str]]:
+    """walk -> its node names in declaration order, read from a ``graph:`` mapping."""
+    out: dict[str, list[str]] = {}
+
+    def visit(sec: dict[str, Any], acc: list[str]) -> None:
+        if "node" in sec:
+            acc.append(sec["node"])
+        elif "loop" in sec:
+            visit(sec["loop"]["body"], acc)
+        else:
+            for part in sec.get("sequential", sec.get("parallel", [])):
+                visit(part, acc)
+
+    for walk, root in graph["walks"].items():
+        acc: list[str] = []
+        visit(root, acc)
+        out[walk] = acc
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# placements, workloads
+
+
+def _ranks(draw: Any, max_ranks: int, replicas: bool) -> list[int]:
+    n = draw(st.integers(1, min(3, max_ranks))) if replicas else 1
+    return draw(st.lists(st.integers(0, max_ranks - 1), min_size=n, max_size=n, unique=True))
+
+
+@st.composite
+def placements(draw: Any, graph: dict[str, Any], features: frozenset[str] | None = None,
+               max_ranks: int = 8) -> dict[str, Any]:
+    """The ``placement:`` mapping: node groups over 1..`max_ranks` dense ranks."""
+    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    per_walk = walk_nodes(graph)
+    names: list[str] = []
+    for ns in per_walk.values():
+        names.extend(n for n in ns if n not in names)
+    multi = "multi_rank" in feats
+    top = max_ranks if multi else 1
+    n_groups = draw(st.integers(1, min(len(names), 4))) if "sibling_groups" in feats or multi else 1
+    group_of = [draw(st.integers(0, n_groups - 1)) for _ in names]
+    groups: list[dict[str, Any]] = []
+    for g in range(n_groups):
+        members = [n for n, gg in zip(names, group_of, strict=True) if gg == g]
+        if members:
+            groups.append({"node_names": members,
+                           "ranks": _ranks(draw, top, "replicas" in feats)})
+    if "walk_scoped" in feats and len(per_walk) > 1:
+        for _ in range(draw(st.integers(0, 2))):
+            walk = draw(st.sampled_from(sorted(per_walk)))
+            members = draw(st.lists(st.sampled_from(per_walk[walk]), min_size=1, unique=True))
+            groups.append({"node_names": members, "ranks": _ranks(draw, top, "replicas" in feats),
+                           "graph_walks": [walk]})
+    # Ranks must be 0..N-1: renumber the ranks used, keeping their order.
+    used = sorted({r for g in groups for r in g["ranks"]})
+    dense = {r: i for i, r in enumerate(used)}
+    for g in groups:
+        g["ranks"] = [dense[r] for r in g["ranks"]]
+    out: dict[str, Any] = {"node_groups": groups}
+    # TODO(issue 3): TP instances (tp_size > 1 splits a group's ranks into lockstep instances).
+    if "concurrency" in feats and draw(st.booleans()):
+        out["max_concurrent_requests"] = draw(st.integers(1, 3))
+    return out
+
+
+@st.composite
+def workloads(draw: Any, graph: dict[str, Any], features: frozenset[str] | None = None) -> list[dict]:
+    """One or two closed-loop phases over the graph's request kinds."""
+    feats = frozenset(FEATURES) if features is None else frozenset(features)
+    kinds = sorted(graph["requests"])
+    n_phases = draw(st.integers(1, 2)) if len(kinds) > 1 or "concurrency" in feats else 1
+    phases = []
+    for _ in range(n_phases):
+        count = draw(st.integers(1, 3))
+        conc = draw(st.integers(1, count)) if "concurrency" in feats else 1
+        phases.append({"request": draw(st.sampled_from(kinds)), "count": count, "concurrency": conc})
+    return phases
+
+
+# ---------------------------------------------------------------------------------------------
+# schedules, faults
+
+
+@st.composite
+def schedules(draw: Any) -> dict[str, Any]:
+    """The ``schedule:`` mapping: service-time jitter, link jitter, seeded tie-breaking."""
+    out: dict[str, Any] = {}
+    if draw(st.booleans()):
+        out["service_jitter"] = draw(st.sampled_from((0.1, 0.3, 0.6, 0.9)))
+    if draw(st.booleans()):
+        out["link_jitter_us"] = draw(st.sampled_from((10.0, 100.0, 1000.0, 10000.0)))
+    if draw(st.booleans()):
+        out["shuffle_ties"] = True
+    return out
+
+
+def _endpoint(num_ranks: int) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), st.integers(0, num_ranks - 1), st.just("conductor"))
+
+
+@st.composite
+def fault_lists(draw: Any, num_ranks: int, tolerated_only: bool = False) -> list[dict[str, Any]]:
+    """The ``faults:`` list: 0-2 faults among delay, duplicate, drop, slow_rank and crash."""
+    kinds = ["delay", "slow_rank"] + ([] if tolerated_only else ["duplicate", "drop", "crash"])
+    out = []
+    slow: set[int] = set()
+    for _ in range(draw(st.integers(0, 2))):
+        kind = draw(st.sampled_from(kinds))
+        if kind in ("slow_rank", "crash"):
+            fault: dict[str, Any] = {"kind": kind, "rank": draw(st.integers(0, num_ranks - 1))}
+            if kind == "slow_rank":
+                # Slow, not stalled: a runtime must still finish within the request timeout.
+                if fault["rank"] in slow:
+                    continue
+                slow.add(fault["rank"])
+                fault["factor"] = draw(st.sampled_from((2.0, 5.0)))
+            else:
+                fault["at_ms"] = draw(st.sampled_from((0.0, 1.0, 5.0, 20.0)))
+        else:
+            # TODO(issue 3): stop_loops messages once dynamic loops exist.
+            fault = {"kind": kind, "message": draw(st.sampled_from(FAULT_MESSAGES))}
+            src, dst = draw(_endpoint(num_ranks)), draw(_endpoint(num_ranks))
+            if src is not None:
+                fault["from"] = src
+            if dst is not None:
+                fault["to"] = dst
+            fault["nth"] = draw(st.integers(1, 6))
+            if kind == "delay":
+                fault["delay_ms"] = draw(st.sampled_from((0.1, 1.0, 10.0, 100.0)))
+        out.append(fault)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# whole scenarios
+
+
+@st.composite
+def feature_sets(draw: Any, allowed: frozenset[str] | None = None) -> frozenset[str]:
+    """Swarm testing: the subset of `allowed` features one example may use."""
+    pool = FEATURES if allowed is None else tuple(f for f in FEATURES if f in allowed)
+    return frozenset(f for f in pool if draw(st.booleans()))
+
+
+@st.composite
+def scenarios(draw: Any, features: frozenset[str] | None = None, tolerated_only: bool = False,
+              max_ranks: int = 8, max_nodes: int = 10) -> dict[str, Any]:
+    """A whole scenario as plain data: graph, placement, workload, seed, schedule and faults."""
+    feats = draw(feature_sets(features))
+    graph = draw(graphs(feats, max_nodes=max_nodes))
+    placement = draw(placements(graph, feats, max_ranks=max_ranks))
+    raw: dict[str, Any] = {
+        "name": "fuzz",
+        "seed": draw(st.integers(0, 2**16)),
+        "graph": graph,
+        "placement": placement,
+        "workload": draw(workloads(graph, feats)),
+        # Generated requests finish in well under a second of simulated time; a tight API
+        # timeout ends a runaway (a graph that keeps cycling) quickly, in simulated time.
+        "limits": {"request_timeout_s": REQUEST_TIMEOUT_S},
+    }
+    if "schedule" in feats:
+        sched = draw(schedules())
+        if sched:
+            raw["schedule"] = sched
+    if "faults" in feats:
+        num_ranks = 1 + max(r for g in placement["node_groups"] for r in g["ranks"])
+        faults = draw(fault_lists(num_ranks, tolerated_only))
+        if faults:
+            raw["faults"] = faults
+    return raw
