@@ -35,6 +35,7 @@ from simharness.runtime.conductor import Conductor
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.stall import blocked_nodes
 from simharness.runtime.worker_loop import WorkerLoop
 from simharness.scenario.model import Scenario
 from simharness.trace import Recorder
@@ -192,27 +193,9 @@ class Simulation:
         walk = req.walk
         pending = tuple((wg, req.assignment.wg_ranks[wg]) for wg in req.pending)
         blocked: list[ev.BlockedNode] = []
-        gate = self.fake_nodes.gate_detail
         for r in req.assignment.ranks:
-            rs = self.workers[r].loop.runtime.requests.get(rid)
-            if rs is None:
-                continue
-            for wg_id, st in rs.states.items():
-                if st.spec.walk != walk:
-                    continue
-                rows = []
-                for node, ns in st.spec.nodes.items():
-                    cur, nxt = st.cur[node], st.nxt[node]
-                    missing = tuple(i for i in ns.inputs if i not in cur)
-                    closed, waits = ("", ()) if missing else gate(node, st)
-                    rows.append(ev.BlockedNode(
-                        r, wg_id, node, st.counter(node), tuple(cur.values()),
-                        tuple(nxt.values()), missing, closed, waits,
-                        node in st.ready))
-                interesting = [b for b in rows if b.held or b.held_next or b.queued or b.gate]
-                if not interesting and wg_id in req.pending:
-                    interesting = rows
-                blocked.extend(interesting)
+            blocked.extend(blocked_nodes(r, self.workers[r].loop.runtime, self.fake_nodes.gate_detail,
+                                         rid, walk, req.pending))
         return ev.Stalled(now, rid, reason, walk, req.step, pending, tuple(blocked))
 
     def _final_state(self) -> ev.RunEnded:
