@@ -70,15 +70,16 @@ class RealOptions:
     """How a scenario runs on the zmq backend.
 
     ``time_scale``: wall seconds per scenario second; a batch's budget is its service time times
-    this. ``compute_share``: the part of a budget spent in torch work (the rest is slept).
+    this. ``compute_share``: the part of a budget spent in torch work, the rest is slept (default
+    0.5 on CPU, where ranks share a few cores with the conductor and the launcher; 1 on CUDA).
     ``deadline_s``: the run deadline; None derives it from the scenario (`derive_deadline`).
     ``kill``: a fault to inject, (rank, seconds after the start): the launcher kills that rank
     with SIGKILL, to exercise crash detection.
     """
 
     device: str = "cpu"
-    time_scale: float = 1.0
-    compute_share: float = 1.0
+    time_scale: float = 0.2
+    compute_share: float | None = None
     endpoints: str = "ipc"
     deadline_s: float | None = None
     startup_timeout_s: float = 180.0
@@ -91,6 +92,8 @@ class RealOptions:
             raise ValueError(f"--device {self.device!r}: expected cpu or cuda")
         if not self.time_scale > 0:
             raise ValueError(f"--time-scale must be > 0, got {self.time_scale}")
+        if self.compute_share is None:
+            self.compute_share = 0.5 if self.device == "cpu" else 1.0
         if not 0 < self.compute_share <= 1:
             raise ValueError(f"--compute-share must be in (0, 1], got {self.compute_share}")
         if self.deadline_s is not None and not self.deadline_s > 0:

@@ -156,6 +156,8 @@ class RankProcess(_Process):
         #: signals produced by the finishing batch that left this rank only (freed once sent)
         self._sent_only: list[tuple[str, tuple[int, int]]] = []
         self._arrived: list[tuple[Signal, Payload]] = []
+        self._pending_sends: list[Send] = []
+        self._to_free: list[tuple[str, tuple[int, int]]] = []
 
     # -- events with side effects on the tensor store ----------------------------------------
 
@@ -224,6 +226,11 @@ class RankProcess(_Process):
             if not self.running:
                 break
             batch = loop.take_batch()
+            # The previous batch's outputs leave only now, after the next batch was chosen: in
+            # the simulation postprocess takes no time, so no reply to them (a REMOVE after the
+            # last worker-graph report) can reach the rank before its next scheduling decision.
+            # Sending first would let a fast round trip overtake it here.
+            self.release()
             if batch is None:
                 self.answer_probe(idle=True)
                 self.flush_events()
@@ -232,7 +239,19 @@ class RankProcess(_Process):
                 continue
             self.answer_probe(idle=False)
             self.run_batch(batch)
-            self.flush_events()
+        self.release()
+
+    def release(self) -> None:
+        """Carry out the finished batch's sends, then free the tensors it consumed or sent away."""
+        if self._pending_sends:
+            sends, self._pending_sends = self._pending_sends, []
+            self.carry_out(sends)
+        if self._to_free:
+            for rid, k in self._to_free:
+                mine = self.store.get(rid)
+                if mine is not None:
+                    mine.pop(k, None)
+            self._to_free = []
 
     def run_batch(self, batch: Any) -> None:
         loop = self.loop
@@ -253,17 +272,16 @@ class RankProcess(_Process):
                     inputs.append(t)
                     consumed.append((rid, _key(sig)))
         loop.start(batch, self.now(), budget)
+        # Ship the trace while the batch runs, not between its end and the next batch: a message
+        # that arrives in that gap (a REMOVE) must find the rank as quick as the simulation does.
+        self.flush_events()
         result = self.work.run(inputs, nbytes, budget)
         self._results = dict.fromkeys(batch.rids, result)
-        sends = loop.finish(batch, self.now())
+        self._pending_sends = loop.finish(batch, self.now())
         self._results = {}
-        self.carry_out(sends)
-        # Free the tensors this batch consumed and those that only left this rank.
-        for rid, k in consumed + self._sent_only:
-            mine = self.store.get(rid)
-            if mine is not None:
-                mine.pop(k, None)
-        self._sent_only.clear()
+        # Once sent: free the tensors this batch consumed and those that only left this rank.
+        self._to_free = consumed + self._sent_only
+        self._sent_only = []
 
     def final(self) -> ctl.Final:
         loop = self.loop

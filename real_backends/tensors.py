@@ -118,12 +118,15 @@ class FakeWork:
         return x
 
     def payload(self, result: torch.Tensor, nbytes: int) -> torch.Tensor:
-        """An output tensor of `nbytes` cut from (or tiled from) the result's bytes."""
+        """An output tensor of `nbytes`: cut from the result's bytes, or, when larger than the
+        result, a fresh buffer headed by them (filling megabytes per forward would cost more than
+        the forward)."""
         raw = result.reshape(-1).view(torch.uint8)
         if nbytes <= raw.numel():
             return raw[:nbytes].clone()
-        reps = -(-nbytes // raw.numel())
-        return raw.repeat(reps)[:nbytes]
+        out = torch.zeros(nbytes, dtype=torch.uint8, device=raw.device)
+        out[: raw.numel()] = raw
+        return out
 
     def stats(self) -> dict[str, Any]:
         return {"device": str(self.device), "matmuls": self.matmuls, "busy_s": round(self.busy_s, 4),
