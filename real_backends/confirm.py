@@ -117,13 +117,15 @@ def render(sim: dict[str, Any], real: dict[str, Any], agree: bool, diffs: list[d
             w(f"{k[0] + '  ' + k[1] + '@' + str(k[2]):<{label_w}}  {_tally(ta):<24}  "
               f"{_tally(tb)}{mark}\n")
     w("\n")
-    w(f"{'':<22}{'sim':<28}real\n")
-    w(f"{'outcome':<22}{sim['outcome']:<28}{real['outcome']}\n")
+    w(f"{'':<22}{'sim':<36}real\n")
+    w(f"{'outcome':<22}{sim['outcome']:<36}{real['outcome']}\n")
     rs, rr = sim["requests"], real["requests"]
-    w(f"{'requests':<22}{_req(rs):<28}{_req(rr)}\n")
+    w(f"{'requests':<22}{_req(rs):<36}{_req(rr)}\n")
     cs, cr = by_check(sim), by_check(real)
+    if cs or cr:
+        w("violations by check\n")
     for check in sorted(set(cs) | set(cr)):
-        w(f"{'  ' + check:<22}{cs.get(check, 0):<28}{cr.get(check, 0)}\n")
+        w(f"{'  ' + check:<22}{cs.get(check, 0):<36}{cr.get(check, 0)}\n")
     w("\n")
     real_diffs = [d for d in diffs if not d.get("note")]
     notes = [d for d in diffs if d.get("note")]
@@ -132,7 +134,7 @@ def render(sim: dict[str, Any], real: dict[str, Any], agree: bool, diffs: list[d
     if len(real_diffs) > 20:
         w(f"  ... and {len(real_diffs) - 20} more (--json lists them all)\n")
     for d in notes:
-        w("  note: " + _diff_text(d) + " (timing-dependent; not compared)\n")
+        w("  note: " + _diff_text(d) + " (timing-dependent: compared by presence only)\n")
     w("AGREE: the zmq backend shows what the simulation shows\n" if agree
        else f"DISAGREE: {len(real_diffs)} difference{'s' if len(real_diffs) != 1 else ''}\n")
 
