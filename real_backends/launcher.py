@@ -553,7 +553,7 @@ class Launcher:
         extra = {
             "device": opts.device, "time_scale": opts.time_scale,
             "compute_share": opts.compute_share, "endpoints": opts.endpoints,
-            "deadline_s": round(self.deadline_s, 3), "end": self.end,
+            "deadline_s": round(self.deadline_s, 3), "end": self.end, "run_dir": self.run_dir,
             "processes": {endpoint_name(c.endpoint): {"pid": c.pid, "device": c.device,
                                                       "exit_code": c.proc.returncode,
                                                       **(c.final.stats if c.final else {})}

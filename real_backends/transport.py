@@ -22,7 +22,7 @@ from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
 
 #: Queue bound per socket; far above what a scenario keeps in flight, low enough to stop a runaway.
 HWM = 200_000
-LINGER_MS = 2_000
+LINGER_MS = 500
 
 
 def endpoint_name(ep: int) -> str:
