@@ -41,8 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a scenario key, e.g. --set workload[0].count=10 (repeatable)")
-    run.add_argument("--backend", choices=["sim"], default="sim",
-                     help="driver: sim (simpy, virtual time)")
+    run.add_argument("--backend", choices=["sim", "zmq"], default="sim",
+                     help="driver: sim (simpy, virtual time) or zmq (one OS process per rank, "
+                          "ZMQ sockets, torch work; needs pip install 'simharness[real]')")
+    _real_arguments(run)
     run.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
     run.add_argument("--report", nargs="?", const="", metavar="DIR",
                      help="write summary.json, trace.jsonl and a Perfetto trace to DIR "
@@ -67,6 +69,20 @@ def _parser() -> argparse.ArgumentParser:
                      help="override a scenario key (repeatable)")
     cmp.add_argument("--json", action="store_true",
                      help='print {"arms": [summary, ...], "differences": [...]} on stdout')
+    conf = sub.add_parser(
+        "confirm", help="run the simulation and the zmq backend on a scenario, side by side",
+        description="Run a scenario in the simulation and on real processes (zmq backend) and "
+                    "compare forwards per node per request, outcomes and violations by check.",
+        epilog="Exit codes: 0 the two agree, 1 they disagree, 2 bad input or usage.",
+    )
+    conf.add_argument("scenario", help="scenario YAML file")
+    conf.add_argument("--runtime", metavar="NAME", help="runtime under test (default: the scenario's)")
+    conf.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
+    conf.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a scenario key (repeatable)")
+    conf.add_argument("--json", action="store_true",
+                      help='print {"sim": ..., "real": ..., "agree": ..., "differences": [...]}')
+    _real_arguments(conf)
 
     rts = sub.add_parser("runtimes", help="list the runtimes under test")
     rts.set_defaults(command="runtimes")
@@ -110,6 +126,63 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _real_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of the zmq backend (``run --backend zmq`` and ``confirm``)."""
+    g = p.add_argument_group("zmq backend")
+    g.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="where ranks do their tensor work; cuda puts rank r on cuda:(r mod "
+                        "device count) (default: cpu)")
+    g.add_argument("--time-scale", type=float, default=None, metavar="X",
+                   help="wall seconds per scenario second: a batch's budget is its service time "
+                        "times X (default: 0.2)")
+    g.add_argument("--compute-share", type=float, default=None, metavar="F",
+                   help="part of a batch's budget spent in torch work, the rest slept "
+                        "(default: 0.5 on cpu, 1 on cuda)")
+    g.add_argument("--endpoints", default=None, metavar="SPEC",
+                   help="ipc (default: sockets in a temporary directory) or tcp://HOST:PORT "
+                        "(launcher at PORT, conductor PORT+1, rank r PORT+10+r)")
+    g.add_argument("--deadline", type=float, default=None, metavar="S",
+                   help="run deadline in seconds (default: derived from a simulation of the "
+                        "scenario, capped by limits.request_timeout_s)")
+    g.add_argument("--kill-rank", default=None, metavar="R:SECONDS",
+                   help="fault injection: kill rank R with SIGKILL SECONDS after the start")
+
+
+REAL_FLAGS = ("device", "time_scale", "compute_share", "endpoints", "deadline", "kill_rank")
+
+
+def _real_options(args: argparse.Namespace):
+    """Import the real backend (only now: it needs pyzmq and torch) and build its options."""
+    try:
+        import real_backends
+    except ImportError:
+        raise UsageError("the zmq backend is not installed (the real_backends package is "
+                         "missing): pip install 'simharness[real]'") from None
+    try:
+        real_backends.require()
+    except real_backends.MissingDependency as exc:
+        raise UsageError(str(exc)) from None
+    from real_backends.launcher import RealOptions
+
+    kill = None
+    if args.kill_rank is not None:
+        r, _, t = args.kill_rank.partition(":")
+        try:
+            kill = (int(r), float(t))
+        except ValueError:
+            raise UsageError(f"--kill-rank {args.kill_rank!r}: expected RANK:SECONDS, "
+                             f"e.g. 1:2.5") from None
+    opts = RealOptions(device=args.device or "cpu", compute_share=args.compute_share,
+                       endpoints=args.endpoints or "ipc", deadline_s=args.deadline, kill=kill)
+    if args.time_scale is not None:
+        opts.time_scale = args.time_scale
+    try:
+        opts.check()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return opts
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -117,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args, argv if argv is not None else sys.argv[1:])
         if args.command == "compare":
             return _compare(args)
+        if args.command == "confirm":
+            return _confirm(args)
         if args.command == "runtimes":
             return _runtimes()
         if args.command == "layout":
@@ -144,7 +219,16 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     scenario = load_scenario(args.scenario, args.overrides)
     seed = _seed(args)
     determinism = args.check_determinism or os.environ.get("SIMHARNESS_CHECK_DETERMINISM") == "1"
-    report = run_scenario(scenario, args.runtime, seed, check_determinism=determinism)
+    if args.backend == "zmq":
+        if args.check_determinism:
+            raise UsageError("--check-determinism needs --backend sim: real runs are not "
+                             "deterministic in time")
+        report = _run_real(scenario, args, seed)
+    else:
+        given = [f"--{f.replace('_', '-')}" for f in REAL_FLAGS if getattr(args, f) is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} only apply to --backend zmq")
+        report = run_scenario(scenario, args.runtime, seed, check_determinism=determinism)
     for note in report.result.notes:
         print(f"note: {note}", file=sys.stderr)
     summary = build_summary(report)
@@ -198,6 +282,40 @@ def _compare(args: argparse.Namespace) -> int:
     else:
         render(cmp, sys.stdout)
     return cmp.exit_code
+
+
+def _run_real(scenario, args: argparse.Namespace, seed: int | None, sim_report=None):
+    options = _real_options(args)
+    from real_backends.launcher import RealBackendError, run_real
+
+    try:
+        return run_real(scenario, args.runtime, seed, options, sim_report=sim_report)
+    except RealBackendError as exc:
+        raise UsageError(f"zmq backend: {exc}") from None
+
+
+def _confirm(args: argparse.Namespace) -> int:
+    from simharness.report.summary import build_summary
+    from simharness.run import run_scenario
+    from simharness.scenario.loader import load_scenario
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    seed = _seed(args)
+    _real_options(args)  # fail on a missing dependency before simulating anything
+    from real_backends.confirm import compare, render
+
+    sim = run_scenario(scenario, args.runtime, seed)
+    real = _run_real(scenario, args, seed, sim_report=sim)
+    a, b = build_summary(sim), build_summary(real)
+    a["request_outcomes"] = dict(sim.result.outcomes)
+    b["request_outcomes"] = dict(real.result.outcomes)
+    agree, diffs = compare(a, b)
+    if args.json:
+        json.dump({"sim": a, "real": b, "agree": agree, "differences": diffs}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        render(a, b, agree, diffs, sys.stdout)
+    return EXIT_PASS if agree else EXIT_FAIL
 
 
 def _write_report(report, summary: dict, target: str) -> None:

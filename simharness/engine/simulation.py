@@ -40,6 +40,7 @@ from simharness.runtime.conductor import Conductor
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.stall import blocked_nodes
 from simharness.runtime.worker_loop import WorkerLoop
 from simharness.scenario.model import Scenario
 from simharness.trace import Recorder
@@ -231,28 +232,11 @@ class Simulation:
         walk = req.walk
         pending = tuple((wg, req.assignment.wg_ranks[wg]) for wg in req.pending)
         blocked: list[ev.BlockedNode] = []
-        current_walks = {p.walk for p in req.partitions.values() if not p.done}
+        current_walks = [p.walk for p in req.partitions.values() if not p.done]
         for r in req.assignment.ranks:
             loop = self.workers[r].loop
-            rs = loop.runtime.requests.get(rid)
-            if rs is None:
-                continue
-            for wg_id, st in rs.states.items():
-                if st.spec.walk not in current_walks:
-                    continue
-                rows = []
-                for node, ns in st.spec.nodes.items():
-                    cur, nxt = st.cur[node], st.nxt[node]
-                    missing = tuple(i for i in ns.inputs if i not in cur)
-                    closed, waits = ("", ()) if missing else loop.gate_detail(node, st.spec.walk, rid, st)
-                    rows.append(ev.BlockedNode(
-                        r, wg_id, node, st.counter(node), tuple(cur.values()),
-                        tuple(nxt.values()), missing, closed, waits,
-                        node in st.ready))
-                interesting = [b for b in rows if b.held or b.held_next or b.queued or b.gate]
-                if not interesting and wg_id in req.pending:
-                    interesting = rows
-                blocked.extend(interesting)
+            blocked.extend(blocked_nodes(r, loop.runtime, loop.gate_detail, rid, current_walks,
+                                         req.pending))
         return ev.Stalled(now, rid, reason, walk, req.step, pending, tuple(blocked))
 
     def _final_state(self) -> ev.RunEnded:

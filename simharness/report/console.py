@@ -87,8 +87,14 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
                 note = f"   ({bad} flagged)" if bad else ""
                 w(f"{k[0] + '  ' + k[1] + '@' + str(k[2]):<{label_w}}  {cell}{note}\n")
     rc = request_counts(report)
+    if report.backend == "sim":
+        ran = f"simulated {report.result.sim_time_s:.2f} s in {report.wall_s:.2f} s wall"
+    else:
+        x = report.extra
+        ran = (f"ran {report.result.sim_time_s:.2f} s on {x.get('device', '?')} (time scale "
+               f"{x.get('time_scale', '?')}), {report.wall_s:.2f} s wall with start-up")
     w(f"\nrequests: {rc['submitted']} submitted, {rc['completed']} completed, {rc['hung']} hung, "
-      f"{rc['failed']} failed · simulated {report.result.sim_time_s:.2f} s in {report.wall_s:.2f} s wall\n")
+      f"{rc['failed']} failed · {ran}\n")
 
     if report.violations:
         groups = group_violations(report.violations)

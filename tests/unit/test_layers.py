@@ -54,3 +54,27 @@ def test_every_module_has_a_docstring():
     missing = [str(f.relative_to(PKG)) for f in PKG.rglob("*.py")
                if ast.get_docstring(ast.parse(f.read_text())) is None]
     assert missing == []
+
+
+REAL = PKG.parent / "real_backends"
+
+
+def test_real_backends_are_imported_lazily_and_only_by_the_cli():
+    """pyzmq and torch load only for --backend zmq and confirm: no module of simharness imports
+    real_backends at module level, and only the CLI imports it at all."""
+    bad = []
+    for f in PKG.rglob("*.py"):
+        tree = ast.parse(f.read_text())
+        top = {id(n) for n in tree.body}
+        for n in ast.walk(tree):
+            mods = ([a.name for a in n.names] if isinstance(n, ast.Import)
+                    else [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
+            for m in mods:
+                if m.split(".")[0] == "real_backends" and (id(n) in top or f.name != "cli.py"):
+                    bad.append(f"{f.relative_to(PKG)} imports {m}")
+    assert bad == []
+
+
+def test_every_real_backend_module_has_a_docstring():
+    missing = [f.name for f in REAL.rglob("*.py") if ast.get_docstring(ast.parse(f.read_text())) is None]
+    assert missing == []

@@ -1,0 +1,201 @@
+"""The zmq backend's speed, measured side by side in one run.
+
+Prints:
+* bagel_cfg on both backends: the simulation's wall time, the zmq backend's wall time (with and
+  without process start-up) and their ratio. The real run's length is set by ``--time-scale``
+  (a batch lasts its service time times the scale), so the ratio mostly says how much slower
+  wall-clock execution is than a simulation, and how much the backend adds beyond the scaled
+  scenario time;
+* messages per second between two rank processes through the backend's transport (wire format
+  encode, PUSH/PULL over ipc, decode into message objects) beside a bare pyzmq PUSH/PULL of
+  byte strings of the same size between two processes, measured in the same run (target: the
+  backend within 3x of the bare rate). Two message shapes: INPUT_SIGNALS with two signal-only
+  edges (the control-path cost), and INPUT_SIGNALS carrying a 512 KiB latents tensor as its own
+  frame (the tensor path).
+
+Run: ``python benchmarks/bench_real.py [--time-scale X] [--messages N] [--device cpu|cuda]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BAGEL = ROOT / "scenarios" / "bagel_cfg.yaml"
+
+
+def _signal(name: str, nbytes: int, seq: int):
+    from simharness.runtime.signals import Signal
+
+    return Signal(name, "LLM_cfg_text", False, False, nbytes, "combine_cfg", 0, "image_gen_cfg", 0,
+                  seq % 49, "node", seq)
+
+
+def _message(i: int, with_tensor: bool):
+    from simharness.runtime.messages import InputSignals
+
+    if with_tensor:
+        return InputSignals("r0", "image_gen_cfg", 0, [_signal("latents", 512 << 10, i)], 0)
+    return InputSignals("r0", "image_gen_cfg", 0,
+                        [_signal("latents", 0, 2 * i), _signal("time_index", 0, 2 * i + 1)], 0)
+
+
+# -- the backend's transport between two processes -------------------------------------------------
+
+def _backend_receiver(run_dir: str, n: int, ready, out) -> None:
+    from real_backends.transport import Endpoints, Transport
+
+    t = Transport(1, Endpoints("ipc", run_dir))
+    ready.put(True)
+    got = 0
+    start = 0.0
+    while got < n:
+        t.wait(1000)
+        while True:
+            msg = t.recv(lambda sig, p: None)
+            if msg is None:
+                break
+            if got == 0:
+                start = time.perf_counter()
+            got += 1
+    out.put((n - 1) / (time.perf_counter() - start))
+    t.close(linger_ms=0)
+
+
+def backend_rate(n: int, with_tensor: bool) -> float:
+    import torch
+
+    from real_backends.transport import Endpoints, Transport
+
+    run_dir = tempfile.mkdtemp(prefix="simharness-bench-")
+    ctx = mp.get_context("spawn")
+    ready, out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=_backend_receiver, args=(run_dir, n, ready, out))
+    p.start()
+    ready.get()
+    t = Transport(0, Endpoints("ipc", run_dir))
+    latents = torch.randn(2048, 64)
+    payload_of = (lambda sig: latents) if with_tensor else None
+    for i in range(n):
+        t.send(1, _message(i, with_tensor), payload_of)
+    rate = out.get()
+    p.join()
+    t.close(linger_ms=0)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return rate
+
+
+# -- bare pyzmq --------------------------------------------------------------------------------------
+
+def _bare_receiver(addr: str, n: int, parts: int, ready, out) -> None:
+    import zmq
+
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.PULL)
+    s.bind(addr)
+    ready.put(True)
+    if parts == 1:
+        s.recv()
+        start = time.perf_counter()
+        for _ in range(n - 1):
+            s.recv()
+    else:
+        s.recv_multipart(copy=False)
+        start = time.perf_counter()
+        for _ in range(n - 1):
+            s.recv_multipart(copy=False)
+    out.put((n - 1) / (time.perf_counter() - start))
+    s.close(linger=0)
+    ctx.term()
+
+
+def bare_rate(n: int, frames: list[bytes]) -> float:
+    import zmq
+
+    run_dir = tempfile.mkdtemp(prefix="simharness-bench-")
+    addr = f"ipc://{run_dir}/bare.ipc"
+    mpc = mp.get_context("spawn")
+    ready, out = mpc.Queue(), mpc.Queue()
+    p = mpc.Process(target=_bare_receiver, args=(addr, n, len(frames), ready, out))
+    p.start()
+    ready.get()
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.PUSH)
+    s.setsockopt(zmq.SNDHWM, 200_000)
+    s.connect(addr)
+    if len(frames) == 1:
+        for _ in range(n):
+            s.send(frames[0])
+    else:
+        for _ in range(n):
+            s.send_multipart(frames, copy=False)
+    rate = out.get()
+    p.join()
+    s.close(linger=0)
+    ctx.term()
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return rate
+
+
+def message_rates(n: int) -> None:
+    from real_backends.wire import Codec
+
+    codec = Codec()
+    small = codec.encode(_message(0, False))
+    import torch
+
+    big = codec.encode(_message(0, True), lambda sig: torch.randn(2048, 64))
+    big_frames = [bytes(big[0]), bytes(memoryview(big[1]))]
+    for label, frames, with_tensor, count in (
+        ("signal-only INPUT_SIGNALS", [bytes(small[0])], False, n),
+        ("INPUT_SIGNALS + 512 KiB tensor", big_frames, True, max(200, n // 50)),
+    ):
+        bare = bare_rate(count, frames)
+        ours = backend_rate(count, with_tensor)
+        ratio = bare / ours
+        verdict = "meets" if ratio <= 3 else "MISSES"
+        size = sum(len(f) for f in frames)
+        print(f"{label:<32} backend {ours:10,.0f} msg/s   bare pyzmq {bare:10,.0f} msg/s "
+              f"({size:,} B)   bare/backend {ratio:4.1f}x: {verdict} the 3x target")
+
+
+def bagel_both(time_scale: float, device: str) -> None:
+    from real_backends.launcher import RealOptions, run_real
+    from simharness.report.summary import collect_forwards
+    from simharness.run import run_scenario
+    from simharness.scenario.loader import load_scenario
+
+    sc = load_scenario(BAGEL)
+    t = time.perf_counter()
+    sim = run_scenario(sc)
+    sim_wall = time.perf_counter() - t
+    real = run_real(sc, options=RealOptions(device=device, time_scale=time_scale), sim_report=sim)
+    same = ({k: len(v) for k, v in collect_forwards(sim.result.events).items()}
+            == {k: len(v) for k, v in collect_forwards(real.result.events).items()})
+    run_s = real.result.sim_time_s
+    print(f"bagel_cfg simulation          {sim_wall:8.3f} s wall ({sim.result.sim_time_s:.2f} s simulated)")
+    print(f"bagel_cfg zmq backend         {real.wall_s:8.3f} s wall with start-up, {run_s:.3f} s run "
+          f"({device}, time scale {time_scale}: {sim.result.sim_time_s * time_scale:.2f} s of "
+          f"scaled service time)")
+    print(f"wall-time ratio zmq / sim     {real.wall_s / sim_wall:8.1f}x with start-up, "
+          f"{run_s / sim_wall:.1f}x run only; backend overhead over the scaled time "
+          f"{run_s / (sim.result.sim_time_s * time_scale):.2f}x; same forward counts: {same}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-scale", type=float, default=0.2)
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    args = ap.parse_args()
+    bagel_both(args.time_scale, args.device)
+    message_rates(args.messages)
+
+
+if __name__ == "__main__":
+    main()

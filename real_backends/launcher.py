@@ -1,0 +1,600 @@
+"""The launcher: runs a scenario on real OS processes and turns what happened into a `RunReport`.
+
+It starts one process per rank and one for the conductor (`real_backends.process`), plays the
+client and the API server itself (the same `ApiClient` as the simulation), drives the scenario's
+closed-loop workload, and watches the run:
+
+* **quiescence**: every ``PROBE_EVERY_S`` it asks every process whether it is idle and how many
+  runtime messages it has sent and handled. Two rounds in a row with every process idle, sent ==
+  handled everywhere and unchanged counts mean nothing can happen any more (no batch running, no
+  message in flight). Then, as the simulation does at quiescence, every unfinished request is a
+  hang: the conductor says where each stands, each of its ranks reports what its nodes hold and
+  miss (`runtime.stall.blocked_nodes`), a `Stalled` event goes into the trace, and the request is
+  aborted, so the workload goes on;
+* **the run deadline** (`derive_deadline`): every unfinished request is reported the same way with
+  reason ``timeout``, the workload stops, and the run ends;
+* **a process that dies** (exit status, e.g. killed by a signal): reported as a ``crash``
+  violation naming the process, how it died and its last trace event; the run ends and the
+  requests still open are ``failed``.
+
+At the end every process is asked for its final state (`RunEnded`) and exits; any process still
+alive after a grace period is killed, every process is reaped, and the run directory (config,
+ipc socket files, per-process logs) is deleted. The trace events of all processes are merged in
+time order and fed to the same checks as a simulation; the summary is the same JSON with
+``"backend": "zmq"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from real_backends import control as ctl
+from real_backends.transport import Endpoints, Transport, endpoint_name
+from real_backends.wire import Payload
+from simharness import events as ev
+from simharness.checks import RunContext, Violation, builtin_checks
+from simharness.engine.simulation import SimResult
+from simharness.placement.layout import Layout
+from simharness.run import RunReport, build_runtime, with_seed
+from simharness.runtime.api_client import ApiClient
+from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
+from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.signals import Signal
+from simharness.scenario.model import Scenario
+from simharness.trace import Recorder
+
+PROBE_EVERY_S = 0.02
+#: How long to wait for a process to answer a query before going on without it.
+REPLY_TIMEOUT_S = 10.0
+#: After the deadline: how long the aborted requests get to be torn down before the run stops.
+WIND_DOWN_S = 5.0
+
+
+class RealBackendError(RuntimeError):
+    """The real run could not be carried out (a process failed to start, a port was taken)."""
+
+
+@dataclass
+class RealOptions:
+    """How a scenario runs on the zmq backend.
+
+    ``time_scale``: wall seconds per scenario second; a batch's budget is its service time times
+    this. ``compute_share``: the part of a budget spent in torch work, the rest is slept (default
+    0.5 on CPU, where ranks share a few cores with the conductor and the launcher; 1 on CUDA).
+    ``deadline_s``: the run deadline; None derives it from the scenario (`derive_deadline`).
+    ``kill``: a fault to inject, (rank, seconds after the start): the launcher kills that rank
+    with SIGKILL, to exercise crash detection.
+    """
+
+    device: str = "cpu"
+    time_scale: float = 0.2
+    compute_share: float | None = None
+    endpoints: str = "ipc"
+    deadline_s: float | None = None
+    startup_timeout_s: float = 180.0
+    threads_per_rank: int = 1
+    kill: tuple[int, float] | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def check(self) -> None:
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"--device {self.device!r}: expected cpu or cuda")
+        if not self.time_scale > 0:
+            raise ValueError(f"--time-scale must be > 0, got {self.time_scale}")
+        if self.compute_share is None:
+            self.compute_share = 0.5 if self.device == "cpu" else 1.0
+        if not 0 < self.compute_share <= 1:
+            raise ValueError(f"--compute-share must be in (0, 1], got {self.compute_share}")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise ValueError(f"--deadline must be > 0, got {self.deadline_s}")
+        Endpoints(self.endpoints, run_dir="-")
+
+
+def derive_deadline(scenario: Scenario, sim_time_s: float, forwards: int, time_scale: float) -> float:
+    """The run deadline: the simulated length scaled to wall time, four times over, plus 5 ms of
+    messaging per forward the simulation ran, plus 20 s for start-up; never more than the
+    scenario's request timeout (``limits.request_timeout_s``)."""
+    guess = 20.0 + 4.0 * sim_time_s * time_scale + 0.005 * forwards
+    return min(guess, scenario.limits.request_timeout_s)
+
+
+@dataclass
+class _Child:
+    endpoint: int
+    proc: subprocess.Popen
+    log: Path
+    device: str = ""
+    pid: int = 0
+    final: ctl.Final | None = None
+    exited: int | None = None
+    #: the stacks of a process that had to be killed at the end
+    stuck: str = ""
+
+
+class Launcher:
+    def __init__(self, scenario: Scenario, runtime_name: str | None, options: RealOptions,
+                 deadline_s: float) -> None:
+        self.scenario = scenario
+        self.runtime = build_runtime(scenario, runtime_name)
+        self.runtime_name = getattr(self.runtime, "name", runtime_name or scenario.runtime.name)
+        self.policy: LoopPolicy = getattr(self.runtime, "policy", None) or LoopPolicy()
+        self.layout = Layout.build(scenario)
+        self.options = options
+        self.deadline_s = deadline_s
+        self.num_ranks = self.layout.num_ranks
+        self.t0 = 0.0
+        self.own_events: list[Any] = []
+        self.batches: dict[int, list[Any]] = {}
+        self.client = ApiClient(self.policy, self.own_events.append)
+        self.children: dict[int, _Child] = {}
+        self.outcomes: dict[str, str] = {}
+        self.violations: list[Violation] = []
+        self.sent = 0
+        self.handled = 0
+        self.bytes_received = 0
+        self.end = "completed"
+        # workload
+        self._phase = -1
+        self._remaining = 0
+        self._active = 0
+        self._next_id = 0
+        self.workload_done = False
+        self.workload_stopped = False
+        # replies
+        self._round = 0
+        self._probe_replies: dict[int, ctl.ProbeReply] = {}
+        self._stall_info: dict[int, list[Any]] = {}
+        self._blocked: dict[tuple[int, str, int], list[Any]] = {}
+        self._killed = False
+        self._probing = False
+
+    # -- clock and sending --------------------------------------------------------------------
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def send(self, dst: int, msg: Any) -> None:
+        self.transport.send(dst, msg)
+
+    def endpoints_all(self) -> list[int]:
+        return [CONDUCTOR_ID, *range(self.num_ranks)]
+
+    # -- processes ----------------------------------------------------------------------------
+
+    def _config(self, run_dir: str) -> dict[str, Any]:
+        sc = self.scenario
+        raw = sc.raw
+        try:
+            json.dumps(raw)
+        except TypeError as exc:
+            raise RealBackendError(f"scenario {sc.source} cannot be handed to worker processes: "
+                                   f"{exc}") from None
+        return {
+            "scenario": {"raw": raw, "source": sc.source, "name": sc.name, "seed": sc.seed},
+            "runtime": self.runtime_name,
+            "endpoints": {"spec": self.options.endpoints, "run_dir": run_dir},
+            "device": self.options.device,
+            "time_scale": self.options.time_scale,
+            "compute_share": self.options.compute_share,
+            "threads_per_rank": self.options.threads_per_rank,
+            "parent_pid": os.getpid(),
+        }
+
+    def _spawn(self, run_dir: str) -> None:
+        cfg_path = Path(run_dir) / "run.json"
+        cfg_path.write_text(json.dumps(self._config(run_dir)), encoding="utf-8")
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        threads = str(self.options.threads_per_rank)
+        env.setdefault("OMP_NUM_THREADS", threads)
+        env.setdefault("MKL_NUM_THREADS", threads)
+        env.update(self.options.extra_env)
+        for ep in self.endpoints_all():
+            role = ["conductor"] if ep == CONDUCTOR_ID else ["rank", str(ep)]
+            log = Path(run_dir) / f"{endpoint_name(ep)}.log"
+            with open(log, "wb") as fh:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "real_backends.process", str(cfg_path), *role],
+                    stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env=env)
+            self.children[ep] = _Child(ep, proc, log, pid=proc.pid)
+
+    def pids(self) -> list[int]:
+        return [c.pid for c in self.children.values()]
+
+    def _log_tail(self, child: _Child, lines: int = 12) -> str:
+        try:
+            text = child.log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def _dead(self) -> list[_Child]:
+        out = []
+        for c in self.children.values():
+            if c.exited is None:
+                rc = c.proc.poll()
+                if rc is not None:
+                    c.exited = rc
+                    if c.final is None:
+                        out.append(c)
+        return out
+
+    def _await(self, done: Any, timeout_s: float, what: str, fatal: bool = False) -> bool:
+        """Pump messages until `done()` holds; False on timeout. Stops early if a process dies
+        (the main loop reports it)."""
+        until = time.monotonic() + timeout_s
+        while not done():
+            left = until - time.monotonic()
+            if left <= 0:
+                if fatal:
+                    raise RealBackendError(f"timed out after {timeout_s:g} s waiting for {what}")
+                return False
+            if self.transport.wait(int(min(left, 0.05) * 1000) + 1):
+                self.transport.drain(self._dispatch, self._on_payload)
+            elif any(c.exited is None and c.proc.poll() is not None for c in self.children.values()):
+                if fatal:
+                    dead = [c for c in self.children.values() if c.proc.poll() is not None]
+                    c = dead[0]
+                    raise RealBackendError(
+                        f"{endpoint_name(c.endpoint)} exited with code {c.proc.returncode} while "
+                        f"waiting for {what}: {self._log_tail(c, 6)}")
+                return False
+        return True
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def _on_payload(self, sig: Signal, p: Payload) -> None:
+        self.bytes_received += p.nbytes
+
+    def _dispatch(self, msg: Any) -> None:
+        t = type(msg)
+        if t is ctl.EventBatch:
+            self.batches.setdefault(msg.endpoint, []).extend(msg.events)
+        elif t is ctl.ProbeReply:
+            if msg.round == self._round:
+                self._probe_replies[msg.endpoint] = msg
+        elif t is ctl.Ended:
+            self._ended(msg.rid, msg.outcome)
+        elif t is ctl.Hello:
+            c = self.children[msg.endpoint]
+            c.device = msg.device
+        elif t is ctl.StallInfo:
+            self._stall_info[msg.round] = msg.requests
+        elif t is ctl.BlockedReply:
+            self._blocked[(msg.round, msg.rid, msg.rank)] = msg.blocked
+        elif t is ctl.Final:
+            self.children[msg.endpoint].final = msg
+        else:
+            self.handled += 1
+            sends = self.client.handle(msg, self.now())
+            for s in sends:
+                self.send(s.dst, s.msg)
+            self.sent += len(sends)
+
+    # -- workload (the closed loop of Simulation._workload) ------------------------------------
+
+    def _next_phase(self) -> None:
+        while True:
+            self._phase += 1
+            if self._phase >= len(self.scenario.workload):
+                self.workload_done = True
+                return
+            phase = self.scenario.workload[self._phase]
+            self._remaining = phase.count
+            for _ in range(min(phase.concurrency, phase.count)):
+                self._submit()
+            if self._active:
+                return
+
+    def _submit(self) -> None:
+        if self._remaining <= 0 or self.workload_stopped:
+            return
+        self._remaining -= 1
+        rid = f"r{self._next_id}"
+        self._next_id += 1
+        self._active += 1
+        self.outcomes.setdefault(rid, "")
+        self.send(CONDUCTOR_ID, ctl.Submit(rid, self.scenario.workload[self._phase].request))
+
+    def _ended(self, rid: str, outcome: str) -> None:
+        if self.outcomes.get(rid):
+            return
+        self.outcomes[rid] = outcome
+        self._active -= 1
+        if self.workload_stopped:
+            return
+        if self._remaining > 0:
+            self._submit()
+        elif self._active == 0:
+            self._next_phase()
+
+    def unfinished(self) -> list[str]:
+        return [rid for rid, o in self.outcomes.items() if not o]
+
+    # -- watching -----------------------------------------------------------------------------
+
+    def _probe(self) -> None:
+        self._round += 1
+        self._probe_replies = {}
+        self._probing = True
+        for ep in self.endpoints_all():
+            self.send(ep, ctl.Probe(self._round))
+
+    def _probe_snapshot(self) -> tuple[Any, ...] | None:
+        """The counts of a complete probe round, or None if some process is busy or it does not
+        balance."""
+        replies = self._probe_replies
+        if len(replies) < len(self.children) or not all(r.idle for r in replies.values()):
+            return None
+        sent = self.sent + sum(r.sent for r in replies.values())
+        handled = self.handled + sum(r.handled for r in replies.values())
+        if sent != handled:
+            return None
+        return tuple(sorted((ep, r.sent, r.handled) for ep, r in replies.items())) + (self.sent,
+                                                                                   self.handled)
+
+    def _stall_all(self, reason: str) -> None:
+        """Report every unfinished request as hung (`Stalled` with each rank's blocked nodes) and
+        abort it, as the API would."""
+        self._round += 1
+        rnd = self._round
+        self.send(CONDUCTOR_ID, ctl.StallQuery(rnd))
+        if not self._await(lambda: rnd in self._stall_info, REPLY_TIMEOUT_S, "the conductor's state"):
+            info = [(rid, "", 0, [], [], []) for rid in self.unfinished()]
+        else:
+            info = self._stall_info.pop(rnd)
+        wanted = []
+        for rid, walk, _step, pending, ranks, walks in info:
+            if walk:
+                for r in ranks:
+                    self.send(r, ctl.BlockedQuery(rnd, rid, walks, [wg for wg, _ in pending]))
+                    wanted.append((rnd, rid, r))
+        self._await(lambda: all(k in self._blocked for k in wanted), REPLY_TIMEOUT_S,
+                    "the ranks' blocked state")
+        outcome = "hung" if reason == "quiescence" else "timeout"
+        now = self.now()
+        for rid, walk, step, pending, ranks, _walks in info:
+            blocked: list[Any] = []
+            for r in ranks:
+                blocked.extend(self._blocked.pop((rnd, rid, r), ()))
+            pend = tuple((wg, tuple(rs)) for wg, rs in pending)
+            self.own_events.append(ev.Stalled(now, rid, reason, walk, step, pend, tuple(blocked)))
+            self.client.forget(rid)
+            self.send(CONDUCTOR_ID, ctl.Abort(rid, outcome))
+
+    def _crash(self, dead: list[_Child]) -> None:
+        # Whatever the dead process shipped before it died is waiting in our socket.
+        self._await(lambda: False, 0.2, "events")
+        now = self.now()
+        for c in dead:
+            rc = c.exited if c.exited is not None else c.proc.returncode
+            if rc is not None and rc < 0:
+                try:
+                    how = f"killed by {signal.Signals(-rc).name}"
+                except ValueError:
+                    how = f"killed by signal {-rc}"
+            else:
+                how = f"exited with code {rc}"
+            mine = self.batches.get(c.endpoint, [])
+            last = mine[-1] if mine else None
+            open_rids = self.unfinished()
+            name = endpoint_name(c.endpoint)
+            tail = self._log_tail(c) if rc is not None and rc > 0 else ""
+            msg = (f"{name} (pid {c.pid}) died at t={now:.3f} s, {how}; its last event: "
+                   f"{describe_event(last)}"
+                   + (f". Requests left unfinished: {', '.join(open_rids)}" if open_rids else ""))
+            self.violations.append(Violation(
+                "crash", msg, rank=c.endpoint if c.endpoint >= 0 else None,
+                request=getattr(last, "rid", None),
+                details={"process": name, "pid": c.pid, "exit_code": rc, "how": how,
+                         "last_event": _event_json(last), "unfinished": open_rids,
+                         **({"log_tail": tail} if tail else {})}))
+        for rid in self.unfinished():
+            self.outcomes[rid] = "failed"
+        self.workload_stopped = True
+
+    def _main_loop(self) -> None:
+        opts = self.options
+        deadline = self.deadline_s
+        hard_stop: float | None = None
+        next_probe = 0.0
+        prev: tuple[Any, ...] | None = None
+        kill_at = None if opts.kill is None else opts.kill[1]
+        self._next_phase()
+        while True:
+            if self.transport.wait(5):
+                self.transport.drain(self._dispatch, self._on_payload)
+            now = self.now()
+            dead = self._dead()
+            if dead:
+                self.end = "crash"
+                self._crash(dead)
+                return
+            if kill_at is not None and not self._killed and now >= kill_at and opts.kill:
+                self._killed = True
+                victim = self.children.get(opts.kill[0])
+                if victim is not None and victim.proc.poll() is None:
+                    os.kill(victim.pid, signal.SIGKILL)
+            if hard_stop is None and now >= deadline:
+                self.end = "deadline"
+                self.workload_stopped = True
+                self._stall_all("timeout")
+                hard_stop = self.now() + WIND_DOWN_S
+                prev = None
+                continue
+            if hard_stop is not None and now >= hard_stop:
+                return
+            if self._probing and len(self._probe_replies) >= len(self.children):
+                snap = self._probe_snapshot()
+                self._probe_replies = {}
+                self._probing = False
+                if snap is not None and snap == prev:
+                    prev = None
+                    if self.unfinished():
+                        self._stall_all("quiescence")
+                        continue
+                    if self.workload_done or self.workload_stopped:
+                        return
+                else:
+                    prev = snap
+                next_probe = now + PROBE_EVERY_S
+            elif now >= next_probe and not self._probing:
+                self._probe()
+
+    def _shutdown(self) -> None:
+        alive = [c for c in self.children.values() if c.proc.poll() is None]
+        for c in alive:
+            self.send(c.endpoint, ctl.Shutdown())
+        self._await(lambda: all(c.final is not None or c.proc.poll() is not None for c in alive),
+                    REPLY_TIMEOUT_S, "the final state of every process")
+
+    def _reap(self) -> None:
+        for c in self.children.values():
+            if c.proc.poll() is None:
+                try:
+                    c.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(OSError):
+                        os.kill(c.pid, signal.SIGUSR1)  # its stacks go to its log
+                    time.sleep(0.3)
+                    c.proc.kill()
+                    c.stuck = self._log_tail(c, 30)
+        for c in self.children.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                c.proc.wait(timeout=10)
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self) -> RunReport:
+        wall0 = time.perf_counter()
+        run_dir = tempfile.mkdtemp(prefix="simharness-")
+        self.run_dir = run_dir
+        self.transport = Transport(CLIENT_ID, Endpoints(self.options.endpoints, run_dir))
+        try:
+            self._spawn(run_dir)
+            self._await(lambda: all(c.device for c in self.children.values()),
+                        self.options.startup_timeout_s, "every process to start", fatal=True)
+            self.t0 = time.monotonic()
+            for ep in self.endpoints_all():
+                self.send(ep, ctl.Start(self.t0))
+            self._main_loop()
+            end_t = self.now()
+            self._shutdown()
+        finally:
+            self._reap()
+            self._late_failures()
+            self.transport.close(linger_ms=0)
+            if os.environ.get("SIMHARNESS_KEEP_RUN_DIR") == "1":
+                print(f"note: run directory kept at {run_dir}", file=sys.stderr)
+            else:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        return self._report(end_t, time.perf_counter() - wall0)
+
+    def _late_failures(self) -> None:
+        """A process that failed to hand over its final state, or was killed at the end, is a
+        fault of the run too: say so rather than drop it."""
+        if self.end == "crash":
+            return
+        for c in self.children.values():
+            if c.final is None or c.proc.returncode not in (0, None):
+                rc = c.proc.returncode
+                how = c.stuck and "did not exit when told and was killed" or f"exited with code {rc}"
+                self.violations.append(Violation(
+                    "crash", f"{endpoint_name(c.endpoint)} (pid {c.pid}) {how} at the end of the run"
+                             f"{'' if c.final else ' without reporting its final state'}",
+                    rank=c.endpoint if c.endpoint >= 0 else None,
+                    details={"process": endpoint_name(c.endpoint), "pid": c.pid, "exit_code": rc,
+                             "log_tail": c.stuck or self._log_tail(c)}))
+
+    def _report(self, end_t: float, wall: float) -> RunReport:
+        checks = builtin_checks(self.scenario)
+        recorder = Recorder(checks)
+        order = [CLIENT_ID, CONDUCTOR_ID, *range(self.num_ranks)]
+        streams = {CLIENT_ID: self.own_events, **self.batches}
+        merged = sorted(
+            ((e.t, order.index(ep) if ep in order else 99, i, e)
+             for ep, evs in streams.items() for i, e in enumerate(evs)),
+            key=lambda x: x[:3])
+        for *_, e in merged:
+            recorder.emit(e)
+        if self.end != "crash":
+            ranks = [self.children[r].final for r in range(self.num_ranks)]
+            cond = self.children[CONDUCTOR_ID].final
+            recorder.emit(ev.RunEnded(
+                end_t,
+                tuple((f.endpoint, tuple(f.requests_left)) for f in ranks if f and f.requests_left),
+                tuple((f.endpoint, tuple(tuple(x) for x in f.unprocessed))
+                      for f in ranks if f and f.unprocessed),
+                tuple(cond.conductor_requests) if cond else (),
+                tuple(cond.conductor_waiting) if cond else (),
+                tuple(f.endpoint for f in ranks if f and f.busy)))
+        outcomes = {rid: (o or "failed") for rid, o in self.outcomes.items()}
+        ctx = RunContext(self.scenario, self.layout, outcomes)
+        violations = [v for c in checks for v in c.finish(ctx)]
+        pos = {c.name: i for i, c in enumerate(checks)}
+        violations.sort(key=lambda v: (pos.get(v.check, 99), v.sort_key()))
+        violations = self.violations + violations
+        result = SimResult(self.scenario, self.runtime_name, self.layout, recorder, end_t, outcomes,
+                           self.sent + sum(c.final.stats.get("sent", 0) for c in self.children.values()
+                                           if c.final))
+        opts = self.options
+        extra = {
+            "device": opts.device, "time_scale": opts.time_scale,
+            "compute_share": opts.compute_share, "endpoints": opts.endpoints,
+            "deadline_s": round(self.deadline_s, 3), "end": self.end, "run_dir": self.run_dir,
+            "processes": {endpoint_name(c.endpoint): {"pid": c.pid, "device": c.device,
+                                                      "exit_code": c.proc.returncode,
+                                                      **(c.final.stats if c.final else {})}
+                          for c in self.children.values()},
+        }
+        return RunReport(self.scenario, self.runtime_name, "zmq", result, violations,
+                         recorder.digest(), wall, extra)
+
+
+def describe_event(e: Any) -> str:
+    if e is None:
+        return "none (it died before reporting anything)"
+    parts = [type(e).__name__, f"at t={e.t:.3f} s"]
+    for key in ("node", "walk", "rid", "counter"):
+        v = getattr(e, key, None)
+        if v is not None:
+            parts.append(f"{key} {v}")
+    return " ".join(parts)
+
+
+def _event_json(e: Any) -> Any:
+    if e is None:
+        return None
+    from simharness.trace import to_json
+
+    return to_json(e)
+
+
+def run_real(scenario: Scenario, runtime_name: str | None = None, seed: int | None = None,
+             options: RealOptions | None = None, sim_report: RunReport | None = None) -> RunReport:
+    """Run `scenario` on the zmq backend. The run deadline comes from `options.deadline_s` or from
+    a simulation of the same scenario (`sim_report`, run here when not given)."""
+    options = options or RealOptions()
+    options.check()
+    scenario = with_seed(scenario, seed)
+    deadline = options.deadline_s
+    if deadline is None:
+        if sim_report is None:
+            from simharness.run import run_scenario
+
+            sim_report = run_scenario(scenario, runtime_name)
+        forwards = sum(1 for e in sim_report.result.events if type(e) is ev.Forward)
+        deadline = derive_deadline(scenario, sim_report.result.sim_time_s, forwards, options.time_scale)
+    return Launcher(scenario, runtime_name, options, deadline).run()

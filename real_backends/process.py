@@ -1,0 +1,410 @@
+"""One OS process of a real run: a rank (a `WorkerLoop` doing real torch work) or the conductor.
+
+``python -m real_backends.process CONFIG rank R`` / ``... CONFIG conductor``. CONFIG is the JSON
+file the launcher wrote into the run directory (scenario, runtime, endpoints, device, timing).
+
+Each process runs the same pure state machines as the simulation (the runtime under test from
+the registry, `WorkerLoop`, `Conductor`) and carries out the `Send`s they return over ZMQ. Time
+is the host's monotonic clock relative to the run's start (`Start.t0`), in seconds.
+
+A rank's loop is mstar's worker loop without speculation: handle every message that arrived,
+take a batch, run it (real work for the batch's budget), finish it and send what it produced;
+with nothing to run, block on the socket. Trace events are shipped to the launcher after every
+step (`EventBatch`), so a rank killed mid-run has already reported everything up to its last
+step. A process whose launcher disappears exits on its own.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from real_backends import control as ctl
+from real_backends.transport import Endpoints, Transport
+from real_backends.wire import Payload
+from simharness import events as ev
+from simharness.placement.layout import Layout
+from simharness.rng import RandomStreams
+from simharness.run import build_runtime, with_seed
+from simharness.runtime.conductor import Conductor
+from simharness.runtime.fake_nodes import FakeNodes
+from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
+from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.signals import Signal
+from simharness.runtime.stall import blocked_nodes
+from simharness.runtime.worker_loop import WorkerLoop
+from simharness.scenario.loader import parse_scenario
+from simharness.scenario.model import Scenario
+
+#: How long an idle process blocks on its socket before checking that its launcher is alive.
+IDLE_POLL_MS = 200
+
+
+def load_config(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def scenario_from_config(cfg: dict[str, Any]) -> Scenario:
+    s = cfg["scenario"]
+    sc = parse_scenario(s["raw"], source=s["source"], default_name=s["name"])
+    return with_seed(sc, s["seed"])
+
+
+def _key(sig: Signal) -> tuple[int, int]:
+    return (sig.src_rank, sig.seq)
+
+
+class _Process:
+    """What both kinds of process share: transport, clock, event shipping, probes."""
+
+    def __init__(self, cfg: dict[str, Any], endpoint: int) -> None:
+        self.cfg = cfg
+        self.endpoint = endpoint
+        self.scenario = scenario_from_config(cfg)
+        self.runtime = build_runtime(self.scenario, cfg["runtime"])
+        self.policy: LoopPolicy = getattr(self.runtime, "policy", None) or LoopPolicy()
+        self.layout = Layout.build(self.scenario)
+        ep = cfg["endpoints"]
+        self.transport = Transport(endpoint, Endpoints(ep["spec"], ep["run_dir"]))
+        self.parent = cfg["parent_pid"]
+        self.t0 = 0.0
+        self.events: list[Any] = []
+        self.sent = 0
+        self.handled = 0
+        self.probe: int | None = None
+        self.running = True
+        self.started = False
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def emit(self, event: Any) -> None:
+        self.events.append(event)
+
+    def flush_events(self) -> None:
+        if self.events:
+            batch, self.events = self.events, []
+            self.transport.send(CLIENT_ID, ctl.EventBatch(self.endpoint, batch))
+
+    def carry_out(self, sends: list[Send]) -> None:
+        send = self.transport.send
+        payload_of = self.payload_of
+        for s in sends:
+            send(s.dst, s.msg, payload_of)
+        self.sent += len(sends)
+
+    def payload_of(self, sig: Signal) -> Any:
+        return None
+
+    def launcher_alive(self) -> bool:
+        return os.getppid() == self.parent
+
+    def hello(self, device: str) -> None:
+        self.transport.send(CLIENT_ID, ctl.Hello(self.endpoint, os.getpid(), device))
+
+    def control(self, msg: Any) -> bool:
+        """Handle a driver message common to every process; False if it is not one."""
+        if isinstance(msg, ctl.Start):
+            self.t0 = msg.t0
+            self.started = True
+        elif isinstance(msg, ctl.Probe):
+            self.probe = msg.round
+        elif isinstance(msg, ctl.Shutdown):
+            self.running = False
+        else:
+            return False
+        return True
+
+    def answer_probe(self, idle: bool) -> None:
+        if self.probe is not None:
+            self.flush_events()
+            self.transport.send(CLIENT_ID, ctl.ProbeReply(self.probe, self.endpoint, idle,
+                                                          self.sent, self.handled))
+            self.probe = None
+
+    def final(self) -> ctl.Final:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.flush_events()
+        self.transport.send(CLIENT_ID, self.final())
+        self.transport.close()
+
+
+class RankProcess(_Process):
+    def __init__(self, cfg: dict[str, Any], rank: int) -> None:
+        super().__init__(cfg, rank)
+        from real_backends.tensors import FakeWork, select_device
+
+        self.rank = rank
+        self.device = select_device(cfg["device"], rank)
+        self.fake_nodes = FakeNodes(self.scenario)
+        loop_class = getattr(self.runtime, "worker_loop_class", None) or WorkerLoop
+        self.loop = loop_class(rank, self.runtime.build_rank(rank, self.layout), self.fake_nodes,
+                               self.policy, self.emit, self.scenario.seed)
+        self.work = FakeWork(self.scenario, self.device, cfg["time_scale"], cfg["compute_share"],
+                             seed=self.scenario.seed * 1000 + rank)
+        #: rid -> (producing rank, seq) -> the signal's tensor on this rank
+        self.store: dict[str, dict[tuple[int, int], Any]] = {}
+        #: rid -> this batch's result, to cut output tensors from (set while a batch finishes)
+        self._results: dict[str, Any] = {}
+        #: signals produced by the finishing batch that left this rank only (freed once sent)
+        self._sent_only: list[tuple[str, tuple[int, int]]] = []
+        self._arrived: list[tuple[Signal, Payload]] = []
+        self._pending_sends: list[Send] = []
+        self._to_free: list[tuple[str, tuple[int, int]]] = []
+
+    # -- events with side effects on the tensor store ----------------------------------------
+
+    def emit(self, event: Any) -> None:
+        self.events.append(event)
+        t = type(event)
+        if t is ev.Forward:
+            result = self._results.get(event.rid)
+            if result is None:
+                return
+            mine = self.store.setdefault(event.rid, {})
+            local = {_key(sig) for sig, where in event.routes if where.startswith("local:")}
+            for sig, _where in event.routes:
+                k = _key(sig)
+                if sig.nbytes and k not in mine:
+                    mine[k] = self.work.payload(result, sig.nbytes)
+                    if k not in local:
+                        self._sent_only.append((event.rid, k))
+        elif t is ev.Removed:
+            self.store.pop(event.rid, None)
+
+    def payload_of(self, sig: Signal) -> Any:
+        for mine in self.store.values():
+            t = mine.get(_key(sig))
+            if t is not None:
+                return t
+        return None
+
+    def _on_payload(self, sig: Signal, p: Payload) -> None:
+        self._arrived.append((sig, p))
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def handle(self, msg: Any) -> None:
+        if self.control(msg):
+            return
+        if isinstance(msg, ctl.BlockedQuery):
+            rs = self.loop.runtime
+            blocked = blocked_nodes(self.rank, rs, self.loop.gate_detail, msg.rid, msg.walk,
+                                    msg.pending)
+            self.transport.send(CLIENT_ID, ctl.BlockedReply(msg.round, self.rank, msg.rid, blocked))
+            return
+        if self._arrived:
+            from real_backends.tensors import tensor_from_payload
+
+            mine = self.store.setdefault(msg.rid, {})
+            for sig, p in self._arrived:
+                mine[_key(sig)] = tensor_from_payload(p, self.device)
+            self._arrived.clear()
+        self.handled += 1
+        sends = self.loop.handle(msg, self.now())
+        if sends:
+            self.carry_out(sends)
+
+    def serve(self) -> None:
+        transport = self.transport
+        loop = self.loop
+        self.hello(str(self.device))
+        while self.running and not self.started:
+            if transport.wait(IDLE_POLL_MS):
+                transport.drain(self.handle, self._on_payload)
+            elif not self.launcher_alive():
+                return
+        while self.running:
+            transport.drain(self.handle, self._on_payload)
+            if not self.running:
+                break
+            batch = loop.take_batch(self.now())
+            if loop.outbox:
+                # A KV pull (to this rank itself: the pull's bytes are not moved here) or a
+                # SCHEDULE_TP for this batch's followers.
+                self.carry_out(loop.pop_outbox())
+            # The previous batch's outputs leave only now, after the next batch was chosen: in
+            # the simulation postprocess takes no time, so no reply to them (a REMOVE after the
+            # last worker-graph report) can reach the rank before its next scheduling decision.
+            # Sending first would let a fast round trip overtake it here.
+            self.release()
+            if batch is None:
+                self.answer_probe(idle=True)
+                self.flush_events()
+                if not transport.wait(IDLE_POLL_MS) and not self.launcher_alive():
+                    return
+                continue
+            self.answer_probe(idle=False)
+            self.run_batch(batch)
+        self.release()
+
+    def release(self) -> None:
+        """Carry out the finished batch's sends, then free the tensors it consumed or sent away."""
+        if self._pending_sends:
+            sends, self._pending_sends = self._pending_sends, []
+            self.carry_out(sends)
+        if self._to_free:
+            for rid, k in self._to_free:
+                mine = self.store.get(rid)
+                if mine is not None:
+                    mine.pop(k, None)
+            self._to_free = []
+
+    def run_batch(self, batch: Any) -> None:
+        loop = self.loop
+        duration = self.fake_nodes.duration(batch.node, batch.walk, len(batch.rids))
+        budget = self.work.budget(duration)
+        inputs = []
+        nbytes = 0
+        consumed: list[tuple[str, tuple[int, int]]] = []
+        for rid in batch.rids:
+            st = loop.runtime.state_of(rid, batch.walk, batch.node)
+            mine = self.store.get(rid, {})
+            if st is None:
+                continue
+            for sig in st.cur[batch.node].values():
+                nbytes = max(nbytes, sig.nbytes)
+                t = mine.get(_key(sig))
+                if t is not None:
+                    inputs.append(t)
+                    consumed.append((rid, _key(sig)))
+        loop.start(batch, self.now(), budget)
+        # Ship the trace while the batch runs, not between its end and the next batch: a message
+        # that arrives in that gap (a REMOVE) must find the rank as quick as the simulation does.
+        self.flush_events()
+        result = self.work.run(inputs, nbytes, budget)
+        self._results = dict.fromkeys(batch.rids, result)
+        self._pending_sends = loop.finish(batch, self.now())
+        self._results = {}
+        # Once sent: free the tensors this batch consumed and those that only left this rank.
+        self._to_free = consumed + self._sent_only
+        self._sent_only = []
+
+    def final(self) -> ctl.Final:
+        loop = self.loop
+        unprocessed = [(rid, kind) for rid, kinds in loop.unprocessed.items() for kind in kinds]
+        return ctl.Final(self.rank, list(loop.runtime.requests), unprocessed, loop.busy, [], [],
+                         {**self.work.stats(), "sent": self.sent, "handled": self.handled})
+
+
+class ConductorProcess(_Process):
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__(cfg, CONDUCTOR_ID)
+        streams = RandomStreams(self.scenario.seed)
+        self.conductor = Conductor(self.scenario, self.layout, self.policy,
+                                   lambda n: streams.choice_index("placement", n), self.emit)
+        #: rid -> (producing rank, seq) -> payload of a persisted signal
+        self.persisted: dict[str, dict[tuple[int, int], Payload]] = {}
+        self._arrived: list[tuple[Signal, Payload]] = []
+        self._rid = ""
+
+    def _on_payload(self, sig: Signal, p: Payload) -> None:
+        self._arrived.append((sig, p))
+
+    def payload_of(self, sig: Signal) -> Any:
+        if not sig.nbytes:
+            return None
+        req = self.conductor.requests.get(self._rid)
+        if req is not None:
+            prev = req.persisted.get(sig.name)
+            if prev is not None:
+                got = self.persisted.get(self._rid, {}).get(_key(prev))
+                if got is not None:
+                    return got
+        return Payload(bytes(sig.nbytes))
+
+    def carry_out(self, sends: list[Send]) -> None:
+        for s in sends:
+            self._rid = getattr(s.msg, "rid", "")
+            self.transport.send(s.dst, s.msg, self.payload_of)
+        self.sent += len(sends)
+
+    def _ended(self, rid: str, outcome: str) -> None:
+        self.persisted.pop(rid, None)
+        self.transport.send(CLIENT_ID, ctl.Ended(rid, outcome))
+
+    def handle(self, msg: Any) -> None:
+        if self.control(msg):
+            return
+        c = self.conductor
+        now = self.now()
+        if isinstance(msg, ctl.Submit):
+            self.carry_out(c.submit(msg.rid, msg.kind, now,
+                                    lambda outcome, rid=msg.rid: self._ended(rid, outcome)))
+        elif isinstance(msg, ctl.Abort):
+            self.carry_out(c.abort(msg.rid, msg.outcome, now))
+        elif isinstance(msg, ctl.StallQuery):
+            self.transport.send(CLIENT_ID, ctl.StallInfo(msg.round, self.stall_info()))
+        else:
+            if self._arrived:
+                mine = self.persisted.setdefault(msg.rid, {})
+                for sig, p in self._arrived:
+                    mine[_key(sig)] = p
+                self._arrived.clear()
+            self.handled += 1
+            self.carry_out(c.handle(msg, now))
+
+    def stall_info(self) -> list[Any]:
+        out = []
+        c = self.conductor
+        for rid in c.unfinished():
+            req = c.requests.get(rid)
+            if req is None or req.assignment is None:
+                out.append((rid, "", 0, [], [], []))
+                continue
+            pending = [(wg, list(req.assignment.wg_ranks[wg])) for wg in req.pending]
+            walks = [p.walk for p in req.partitions.values() if not p.done]
+            out.append((rid, req.walk, req.step, pending, list(req.assignment.ranks), walks))
+        return out
+
+    def serve(self) -> None:
+        transport = self.transport
+        self.hello("cpu")
+        while self.running:
+            if transport.wait(IDLE_POLL_MS):
+                transport.drain(self.handle, self._on_payload)
+                self.answer_probe(idle=True)
+                self.flush_events()
+            elif not self.launcher_alive():
+                return
+
+    def final(self) -> ctl.Final:
+        c = self.conductor
+        return ctl.Final(CONDUCTOR_ID, [], [], False, list(c.requests), [w.rid for w in c.waiting],
+                         {"sent": self.sent, "handled": self.handled})
+
+
+def main(argv: list[str]) -> int:
+    # SIGUSR1 prints every thread's stack to the log: the launcher sends it to a process that
+    # does not exit when told, before killing it.
+    faulthandler.register(signal.SIGUSR1)
+    cfg = load_config(argv[0])
+    role = argv[1]
+    if role == "rank":
+        import torch
+
+        torch.set_num_threads(max(1, int(cfg.get("threads_per_rank", 1))))
+        proc: _Process = RankProcess(cfg, int(argv[2]))
+    elif role == "conductor":
+        proc = ConductorProcess(cfg)
+    else:
+        print(f"unknown role {role!r}", file=sys.stderr)
+        return 2
+    try:
+        proc.serve()
+    finally:
+        if proc.launcher_alive():
+            proc.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,122 @@
+"""Sockets of the real backend: one PULL socket bound per endpoint, PUSH sockets to peers opened
+on first use (mstar's control mesh, reference/mstar_semantics.md section 7.1).
+
+Addresses are ``ipc://<run dir>/<endpoint>.ipc`` on one host (the launcher makes the run
+directory and deletes it), or ``tcp://HOST:PORT+k`` from a base address given on the command
+line (``--endpoints tcp://127.0.0.1:19000``): the launcher at ``PORT``, the conductor at
+``PORT+1``, rank r at ``PORT+10+r``. Order is FIFO per sender and receiver, as in mstar.
+
+A message is one metadata frame plus one frame per payload (`real_backends.wire`). The receiver
+reads the metadata, learns how many payload frames follow and takes them without copying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from real_backends.wire import Codec, OnPayload, PayloadOf
+from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
+
+#: Queue bound per socket; far above what a scenario keeps in flight, low enough to stop a runaway.
+HWM = 200_000
+LINGER_MS = 500
+
+
+def endpoint_name(ep: int) -> str:
+    if ep == CLIENT_ID:
+        return "launcher"
+    if ep == CONDUCTOR_ID:
+        return "conductor"
+    return f"rank{ep}"
+
+
+class Endpoints:
+    """Where each endpoint's PULL socket listens."""
+
+    def __init__(self, spec: str, run_dir: str = "") -> None:
+        self.spec = spec
+        self.run_dir = run_dir
+        if spec == "ipc":
+            if not run_dir:
+                raise ValueError("ipc endpoints need a run directory")
+        elif spec.startswith("tcp://"):
+            host, _, port = spec[len("tcp://"):].rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65000:
+                raise ValueError(f"--endpoints {spec!r}: expected tcp://HOST:PORT")
+            self.host, self.port = host, int(port)
+        else:
+            raise ValueError(f"--endpoints {spec!r}: expected ipc or tcp://HOST:PORT")
+
+    def address(self, ep: int) -> str:
+        if self.spec == "ipc":
+            return f"ipc://{self.run_dir}/{endpoint_name(ep)}.ipc"
+        offset = 0 if ep == CLIENT_ID else 1 if ep == CONDUCTOR_ID else 10 + ep
+        return f"tcp://{self.host}:{self.port + offset}"
+
+
+class Transport:
+    def __init__(self, me: int, endpoints: Endpoints, codec: Codec | None = None) -> None:
+        self.me = me
+        self.endpoints = endpoints
+        self.codec = codec or Codec()
+        self.ctx = zmq.Context()
+        self.pull = self.ctx.socket(zmq.PULL)
+        self.pull.setsockopt(zmq.RCVHWM, HWM)
+        self.pull.setsockopt(zmq.LINGER, 0)
+        self.pull.bind(endpoints.address(me))
+        self._push: dict[int, Any] = {}
+        self.poller = zmq.Poller()
+        self.poller.register(self.pull, zmq.POLLIN)
+
+    def _socket_to(self, dst: int) -> Any:
+        sock = self.ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.SNDHWM, HWM)
+        sock.setsockopt(zmq.LINGER, LINGER_MS)
+        sock.connect(self.endpoints.address(dst))
+        self._push[dst] = sock
+        return sock
+
+    def send(self, dst: int, msg: Any, payload_of: PayloadOf | None = None) -> None:
+        frames = self.codec.encode(msg, payload_of)
+        sock = self._push.get(dst) or self._socket_to(dst)
+        if len(frames) == 1:
+            sock.send(frames[0])
+        else:
+            sock.send_multipart(frames, copy=False)
+
+    def wait(self, timeout_ms: int) -> bool:
+        """Block until a message can be read or `timeout_ms` passes."""
+        return bool(self.poller.poll(timeout_ms))
+
+    def recv(self, on_payload: OnPayload | None = None) -> Any | None:
+        """The next message, or None when none is waiting."""
+        try:
+            meta = self.pull.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            return None
+        n, body = self.codec.frame_count(meta)
+        frames = [self.pull.recv(copy=False) for _ in range(n)]
+        return self.codec.decode_body(body, frames, on_payload)
+
+    def drain(self, handle: Callable[[Any], None], on_payload: OnPayload | None = None,
+              limit: int = 10_000) -> int:
+        """Handle every message waiting now (at most `limit`); the number handled."""
+        n = 0
+        while n < limit:
+            msg = self.recv(on_payload)
+            if msg is None:
+                break
+            handle(msg)
+            n += 1
+        return n
+
+    def close(self, linger_ms: int | None = None) -> None:
+        for sock in self._push.values():
+            if linger_ms is not None:
+                sock.setsockopt(zmq.LINGER, linger_ms)
+            sock.close()
+        self.pull.close()
+        self.ctx.term()
