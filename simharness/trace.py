@@ -46,10 +46,12 @@ class Recorder:
             fn(event)
 
     def digest(self) -> str:
+        # Same bytes as hashing "canonical(e)\n" event by event, fed in blocks: one update per
+        # block instead of two per event.
         h = hashlib.sha256()
-        for e in self.events:
-            h.update(canonical(e).encode())
-            h.update(b"\n")
+        events, block = self.events, 4096
+        for i in range(0, len(events), block):
+            h.update("".join([canonical(e) + "\n" for e in events[i:i + block]]).encode())
         return "sha256:" + h.hexdigest()
 
     def write_jsonl(self, path: str | Path) -> None:
@@ -61,7 +63,7 @@ class Recorder:
 def canonical(event: Any) -> str:
     # repr of floats is the shortest round-tripping form, identical on every run and platform;
     # signals print as their compact identity (see Signal.__repr__).
-    return f"{type(event).__name__}{tuple(event)!r}"
+    return type(event).__name__ + tuple.__repr__(event)
 
 
 def to_json(event: Any) -> dict[str, Any]:
