@@ -301,12 +301,14 @@ class Launcher:
     def _submit(self) -> None:
         if self._remaining <= 0 or self.workload_stopped:
             return
+        phase = self.scenario.workload[self._phase]
+        kind = phase.kind_of(phase.count - self._remaining)
         self._remaining -= 1
         rid = f"r{self._next_id}"
         self._next_id += 1
         self._active += 1
         self.outcomes.setdefault(rid, "")
-        self.send(CONDUCTOR_ID, ctl.Submit(rid, self.scenario.workload[self._phase].request))
+        self.send(CONDUCTOR_ID, ctl.Submit(rid, kind))
 
     def _ended(self, rid: str, outcome: str) -> None:
         if self.outcomes.get(rid):

@@ -17,6 +17,7 @@ from simharness.engine.simulation import SimResult, Simulation
 from simharness.errors import ScenarioError, UsageError
 from simharness.runtime import registry
 from simharness.scenario.model import Scenario
+from simharness.trace import canonical
 
 
 @dataclass
@@ -98,7 +99,8 @@ def run_scenario(
 
 
 def _first_difference(a: list[Any], b: list[Any]) -> int:
+    # Compare what the digest hashes: events hold signals, which compare by identity.
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
+        if canonical(x) != canonical(y):
             return i
     return min(len(a), len(b))

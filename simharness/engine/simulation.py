@@ -148,7 +148,7 @@ class Simulation:
 
             def client(phase=phase, issued=issued):
                 while issued[0] < phase.count:
-                    kind = phase.kinds[issued[0] % len(phase.kinds)]
+                    kind = phase.kind_of(issued[0])
                     issued[0] += 1
                     rid = f"r{self._next_id}"
                     self._next_id += 1

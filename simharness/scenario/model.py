@@ -186,9 +186,9 @@ class Phase:
     count: int
     concurrency: int
 
-    @property
-    def request(self) -> str:
-        return self.kinds[0]
+    def kind_of(self, i: int) -> str:
+        """The kind of the phase's `i`-th request (counting from 0 within the phase)."""
+        return self.kinds[i % len(self.kinds)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,6 +129,18 @@ def test_confirm_agrees_on_the_stray_pass(capsys, no_orphans):
     assert real_counts[("LLM_cfg_text", 50)] == 2
 
 
+def test_confirm_submits_a_mixed_phase_s_kinds_in_turn(capsys, no_orphans):
+    # A phase that lists kinds submits request i as kinds[i % n] on both backends.
+    from tests.conftest import SCENARIOS
+
+    rc = main(["confirm", str(SCENARIOS / "bagel_mixed.yaml"), "--time-scale", str(FAST),
+               "--set", "workload=[{request: [chat, t2i], count: 2, concurrency: 2}]", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["agree"] is True and rc == 0, doc["differences"]
+    walks = {(f["request"], f["walk"]) for f in doc["real"]["forwards"]}
+    assert ("r1", "image_gen_cfg") in walks and ("r0", "image_gen_cfg") not in walks
+
+
 def test_confirm_table_and_disagreement_exit_code(capsys):
     from real_backends.confirm import compare, render
 

@@ -38,3 +38,17 @@ def test_the_seed_drives_replica_choice():
         again = run_scenario(sc, "mstar-python", seed=seed)
         assert again.trace_digest == rep.trace_digest
     assert placements[0] != placements[1]
+
+
+def test_the_first_difference_is_the_first_event_whose_text_differs(scenarios_dir):
+    # Events carry signals, which compare by identity: two equal runs must still match
+    # event for event, and a changed event must be found where it is.
+    from simharness.run import _first_difference, simulate
+
+    sc = load_scenario(scenarios_dir / "bagel_mixed.yaml")
+    a, _ = simulate(sc)
+    b, _ = simulate(sc)
+    assert _first_difference(a.events, b.events) == len(a.events)
+    changed = list(b.events)
+    changed[40] = changed[40]._replace(t=changed[40].t + 1.0)
+    assert _first_difference(a.events, changed) == 40
