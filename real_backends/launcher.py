@@ -45,6 +45,7 @@ from real_backends.wire import Payload
 from simharness import events as ev
 from simharness.checks import RunContext, Violation, builtin_checks
 from simharness.engine.simulation import SimResult
+from simharness.errors import ScenarioError
 from simharness.placement.layout import Layout
 from simharness.run import RunReport, build_runtime, with_seed
 from simharness.runtime.api_client import ApiClient
@@ -584,12 +585,25 @@ def _event_json(e: Any) -> Any:
     return to_json(e)
 
 
+def refuse_perturbations(scenario: Scenario) -> None:
+    """Real processes do not apply `schedule:` or `faults:` (their timing is the machine's and
+    their faults are `--kill-rank`): refuse such a scenario rather than run another one."""
+    if scenario.faults:
+        raise ScenarioError("faults", "the zmq backend does not inject scenario faults; run it "
+                            "with --backend sim (a rank crash on real processes: --kill-rank)",
+                            scenario.source)
+    if scenario.schedule.active:
+        raise ScenarioError("schedule", "the zmq backend does not apply schedule perturbations; "
+                            "run it with --backend sim", scenario.source)
+
+
 def run_real(scenario: Scenario, runtime_name: str | None = None, seed: int | None = None,
              options: RealOptions | None = None, sim_report: RunReport | None = None) -> RunReport:
     """Run `scenario` on the zmq backend. The run deadline comes from `options.deadline_s` or from
     a simulation of the same scenario (`sim_report`, run here when not given)."""
     options = options or RealOptions()
     options.check()
+    refuse_perturbations(scenario)
     scenario = with_seed(scenario, seed)
     deadline = options.deadline_s
     if deadline is None:

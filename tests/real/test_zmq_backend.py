@@ -154,3 +154,15 @@ def test_confirm_table_and_disagreement_exit_code(capsys):
     assert not agree and diffs[0]["what"] == "forwards"
     render(sim, real_, agree, diffs, __import__("sys").stdout)
     assert "DISAGREE" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("override, key", [
+    ("faults=[{kind: crash, rank: 1, at_ms: 5}]", "faults"),
+    ("schedule={service_jitter: 0.1}", "schedule"),
+])
+def test_scenario_perturbations_are_refused_not_ignored(capsys, override, key):
+    from tests.conftest import SCENARIOS
+
+    rc = main(["run", str(SCENARIOS / "bagel_cfg.yaml"), "--backend", "zmq", "--set", override])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"bagel_cfg.yaml: {key}: the zmq backend does not" in err
