@@ -20,7 +20,6 @@ from simharness.explore.campaign import ChunkSpec, explore_chunk, shrink
 
 
 def rate(runtime: str, examples: int, max_nodes: int, seed: int) -> float:
-    best = 0.0
     t0 = time.perf_counter()
     done = 0
     index = 0
@@ -28,8 +27,7 @@ def rate(runtime: str, examples: int, max_nodes: int, seed: int) -> float:
         spec = ChunkSpec(runtime, seed, index, min(50, examples - done), max_nodes=max_nodes)
         done += explore_chunk(spec).examples
         index += 1
-    best = done / (time.perf_counter() - t0)
-    return best
+    return done / (time.perf_counter() - t0)
 
 
 def shrink_time(seed: int) -> tuple[float, int, int, int, int, int]:

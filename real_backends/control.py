@@ -168,11 +168,3 @@ class Final(_Msg):
         #: what the process did (its device, how much tensor work), for the run's summary
         self.stats = stats or {}
 
-
-class Ping(_Msg):
-    """A message that carries a sequence number, for the transport benchmark."""
-
-    __slots__ = ("seq",)
-
-    def __init__(self, seq: int) -> None:
-        self.seq = seq

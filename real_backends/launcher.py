@@ -41,9 +41,8 @@ from typing import Any
 
 from real_backends import control as ctl
 from real_backends.transport import Endpoints, Transport, endpoint_name
-from real_backends.wire import Payload
 from simharness import events as ev
-from simharness.checks import RunContext, Violation, builtin_checks
+from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
 from simharness.engine.simulation import SimResult
 from simharness.errors import ScenarioError
 from simharness.placement.layout import Layout
@@ -51,7 +50,6 @@ from simharness.run import RunReport, build_runtime, with_seed
 from simharness.runtime.api_client import ApiClient
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
 from simharness.runtime.protocol import LoopPolicy
-from simharness.runtime.signals import Signal
 from simharness.scenario.model import Scenario
 from simharness.trace import Recorder
 
@@ -143,7 +141,6 @@ class Launcher:
         self.violations: list[Violation] = []
         self.sent = 0
         self.handled = 0
-        self.bytes_received = 0
         self.end = "completed"
         # workload
         self._phase = -1
@@ -211,9 +208,6 @@ class Launcher:
                     stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env=env)
             self.children[ep] = _Child(ep, proc, log, pid=proc.pid)
 
-    def pids(self) -> list[int]:
-        return [c.pid for c in self.children.values()]
-
     def _log_tail(self, child: _Child, lines: int = 12) -> str:
         try:
             text = child.log.read_text(encoding="utf-8", errors="replace")
@@ -243,7 +237,7 @@ class Launcher:
                     raise RealBackendError(f"timed out after {timeout_s:g} s waiting for {what}")
                 return False
             if self.transport.wait(int(min(left, 0.05) * 1000) + 1):
-                self.transport.drain(self._dispatch, self._on_payload)
+                self.transport.drain(self._dispatch)
             elif any(c.exited is None and c.proc.poll() is not None for c in self.children.values()):
                 if fatal:
                     dead = [c for c in self.children.values() if c.proc.poll() is not None]
@@ -255,9 +249,6 @@ class Launcher:
         return True
 
     # -- messages -----------------------------------------------------------------------------
-
-    def _on_payload(self, sig: Signal, p: Payload) -> None:
-        self.bytes_received += p.nbytes
 
     def _dispatch(self, msg: Any) -> None:
         t = type(msg)
@@ -418,7 +409,7 @@ class Launcher:
         self._next_phase()
         while True:
             if self.transport.wait(5):
-                self.transport.drain(self._dispatch, self._on_payload)
+                self.transport.drain(self._dispatch)
             now = self.now()
             dead = self._dead()
             if dead:
@@ -545,13 +536,8 @@ class Launcher:
                 tuple(f.endpoint for f in ranks if f and f.busy)))
         outcomes = {rid: (o or "failed") for rid, o in self.outcomes.items()}
         ctx = RunContext(self.scenario, self.layout, outcomes)
-        violations = [v for c in checks for v in c.finish(ctx)]
-        pos = {c.name: i for i, c in enumerate(checks)}
-        violations.sort(key=lambda v: (pos.get(v.check, 99), v.sort_key()))
-        violations = self.violations + violations
-        result = SimResult(self.scenario, self.runtime_name, self.layout, recorder, end_t, outcomes,
-                           self.sent + sum(c.final.stats.get("sent", 0) for c in self.children.values()
-                                           if c.final))
+        violations = self.violations + finish_checks(checks, ctx)
+        result = SimResult(self.scenario, self.runtime_name, self.layout, recorder, end_t, outcomes)
         opts = self.options
         extra = {
             "device": opts.device, "time_scale": opts.time_scale,

@@ -218,7 +218,7 @@ class Codec:
             # Sets travel sorted so both ends see one order; tagged so they come back as sets.
             return (MARK, "set" if t is set else "frozenset",
                     sorted(self._enc(x, frames, payload_of) for x in v))
-        cc = self._register(t)
+        self._register(t)
         return self._enc(v, frames, payload_of)
 
     def _register(self, cls: type) -> _ClassCodec:

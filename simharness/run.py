@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from simharness.checks import RunContext, Violation, builtin_checks
+from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
 from simharness.engine.simulation import SimResult, Simulation
 from simharness.errors import ScenarioError, UsageError
 from simharness.runtime import registry
@@ -59,17 +60,15 @@ def build_runtime(scenario: Scenario, name: str | None = None) -> Any:
 
 
 def simulate(
-    scenario: Scenario, runtime_name: str | None = None, keep_trace: bool = True
+    scenario: Scenario, runtime_name: str | None = None, keep_trace: bool = True,
+    observers: Iterable[Any] = (),
 ) -> tuple[SimResult, list[Violation]]:
+    """Run once with every built-in check (and `observers`, which see the same events)."""
     runtime = build_runtime(scenario, runtime_name)
     checks = builtin_checks(scenario)
-    sim = Simulation(scenario, runtime, observers=checks, keep_trace=keep_trace)
+    sim = Simulation(scenario, runtime, observers=[*checks, *observers], keep_trace=keep_trace)
     result = sim.run()
-    ctx = RunContext(scenario, result.layout, result.outcomes)
-    violations = [v for c in checks for v in c.finish(ctx)]
-    order = {c.name: i for i, c in enumerate(checks)}
-    violations.sort(key=lambda v: (order.get(v.check, 99), v.sort_key()))
-    return result, violations
+    return result, finish_checks(checks, RunContext(scenario, result.layout, result.outcomes))
 
 
 def run_scenario(

@@ -12,17 +12,13 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from simharness import events as ev
 from simharness.runtime.signals import Signal
 
-EVENT_TYPES: tuple[type, ...] = (
-    ev.Submitted, ev.Admitted, ev.WalkStarted, ev.BatchStarted, ev.Forward,
-    ev.Delivered, ev.Dropped, ev.WorkerGraphsDone, ev.PassDone, ev.UnexpectedReport,
-    ev.RequestEnded, ev.Removed, ev.Emitted, ev.Stalled, ev.LoopStopped, ev.Overshoot,
-    ev.ChunkPopped, ev.PartitionDone, ev.ProducerDoneSent, ev.KvPulled, ev.KvUsed, ev.RunEnded,
-)
+#: every event type, as `events.Event` lists them
+EVENT_TYPES: tuple[type, ...] = get_args(ev.Event)
 
 
 class Recorder:

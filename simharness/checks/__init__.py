@@ -29,4 +29,13 @@ def builtin_checks(scenario: Scenario) -> list[Check]:
             ExpectCheck(scenario)]
 
 
-__all__ = ["CHECK_NAMES", "Check", "RunContext", "Violation", "builtin_checks"]
+def finish_checks(checks: list[Check], ctx: RunContext) -> list[Violation]:
+    """Every check's verdict at the end of a run: check by check in `checks` order, each
+    check's violations in place order (request, walk, node, rank)."""
+    pos = {c.name: i for i, c in enumerate(checks)}
+    violations = [v for c in checks for v in c.finish(ctx)]
+    violations.sort(key=lambda v: (pos.get(v.check, len(pos)), v.sort_key()))
+    return violations
+
+
+__all__ = ["CHECK_NAMES", "Check", "RunContext", "Violation", "builtin_checks", "finish_checks"]

@@ -37,10 +37,9 @@ def _endpoint(value: int | str | None) -> int | None:
 
 
 class _MessageFault:
-    __slots__ = ("fault", "kind", "message", "src", "dst", "nth", "delay_s", "seen")
+    __slots__ = ("kind", "message", "src", "dst", "nth", "delay_s", "seen")
 
     def __init__(self, fault: Fault) -> None:
-        self.fault = fault
         self.kind = fault.kind
         self.message = fault.message
         self.src = _endpoint(fault.src)
@@ -79,8 +78,6 @@ class Perturbations:
                 self.slow[f.rank] = self.slow.get(f.rank, 1.0) * f.factor
             elif f.kind == "crash" and f.rank is not None:
                 self.crashes[f.rank] = min(self.crashes.get(f.rank, f.at_ms / 1000.0), f.at_ms / 1000.0)
-        #: faults that fired, in order: (kind, message kind, src, dst)
-        self.fired: list[tuple[str, str, int, int]] = []
 
     @classmethod
     def build(cls, scenario: Scenario, streams: RandomStreams) -> Perturbations | None:
@@ -106,7 +103,6 @@ class Perturbations:
             kind = getattr(msg, "kind_name", "")
             for mf in self._message_faults:
                 if mf.matches(src, dst, kind):
-                    self.fired.append((mf.kind, kind, src, dst))
                     if mf.kind == "drop":
                         copies = 0
                     elif mf.kind == "duplicate":

@@ -27,8 +27,6 @@ class Network:
         self.latency = latency_s
         self.bandwidth = bandwidth_bytes_per_s
         self._free_at: dict[tuple[int, int], float] = {}
-        self.messages = 0
-        self.bytes = 0
         #: the perturbation plan (`simharness.engine.faults.Perturbations`), or None
         self.faults: Any = None
         self._last_arrival: dict[tuple[int, int], float] = {}
@@ -44,8 +42,6 @@ class Network:
         end = start + (payload_bytes + CONTROL_BYTES) / self.bandwidth
         self._free_at[key] = end
         arrival = end + self.latency
-        self.messages += 1
-        self.bytes += payload_bytes
         if self.faults is not None:
             return self._send_perturbed(key, src, dst, arrival, deliver, msg)
         ev = env.timeout(arrival - now, msg)

@@ -56,7 +56,6 @@ class SimResult:
     recorder: Recorder
     sim_time_s: float
     outcomes: dict[str, str] = field(default_factory=dict)
-    messages: int = 0
     #: what the runtime under test wants its user to know (e.g. a fallback it took)
     notes: tuple[str, ...] = ()
 
@@ -108,7 +107,6 @@ class Simulation:
         self._handlers[CLIENT_ID] = self._client_deliver
         self.outcomes: dict[str, str] = {}
         self._next_id = 0
-        self._workload_done = False
         #: (instance, leader batch number) -> [ranks arrived, the event that fires when all have]
         self._collectives: dict[tuple[tuple[int, ...], int], list[Any]] = {}
 
@@ -160,7 +158,6 @@ class Simulation:
             procs = [env.process(client()) for _ in range(min(phase.concurrency, phase.count))]
             if procs:
                 yield env.all_of(procs)
-        self._workload_done = True
 
     def _ended(self, rid: str, done: simpy.Event, outcome: str) -> None:
         self.outcomes[rid] = outcome
@@ -209,7 +206,7 @@ class Simulation:
             step()
         self.recorder.emit(self._final_state())
         return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
-                         dict(self.outcomes), self.network.messages, self.notes)
+                         dict(self.outcomes), notes=self.notes)
 
     def _crash(self, worker: SimWorker, at: float):
         yield self.env.timeout(at)

@@ -33,7 +33,8 @@ from typing import Any
 
 import yaml
 
-from simharness.explore.execute import execute, signature, simulate
+from simharness.explore.execute import execute, signature
+from simharness.run import simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
 
 DEFAULT_DIR = Path("scenarios") / "corpus"
@@ -82,7 +83,7 @@ def case_name(runtime: str, sig: str) -> str:
 def digest_of(raw: dict[str, Any], runtime: str) -> tuple[str | None, str]:
     """(signature or None, trace digest) of one run of `raw` under `runtime`."""
     sc = parse_scenario(copy.deepcopy(raw), source="<corpus>")
-    violations, result = simulate(sc, runtime, keep_trace=True)
+    result, violations = simulate(sc, runtime)
     sig = None
     if violations:
         check, key = signature(violations, sc)

@@ -11,7 +11,6 @@ one, so a report shows what was never reached as well as what was.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from typing import Any
 
 from simharness import events as ev
@@ -162,9 +161,3 @@ def summarize(counts: Counter[str], examples: int) -> dict[str, Any]:
     out["examples"] = examples
     return out
 
-
-def merge(counters: Iterable[Counter[str]]) -> Counter[str]:
-    total: Counter[str] = Counter()
-    for c in counters:
-        total.update(c)
-    return total

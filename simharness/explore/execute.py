@@ -20,16 +20,14 @@ or a timeout; what was left behind).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from simharness.checks import RunContext, Violation, builtin_checks
-from simharness.engine.simulation import Simulation
+from simharness.checks import Violation
 from simharness.errors import ScenarioError
 from simharness.explore.coverage import CoverageObserver, static_features
 from simharness.graph.derive import loop_back_pairs, loop_external_inputs
-from simharness.run import build_runtime
+from simharness.run import simulate
 from simharness.scenario.loader import parse_scenario
 from simharness.scenario.model import Scenario
 
@@ -55,18 +53,6 @@ class Outcome:
         return self.status == "fail"
 
 
-def simulate(scenario: Scenario, runtime: str, keep_trace: bool = False,
-             observers: Iterable[Any] = ()) -> tuple[list[Violation], Any]:
-    """Run once with every built-in check; return (violations, SimResult)."""
-    rt = build_runtime(scenario, runtime)
-    checks = builtin_checks(scenario)
-    sim = Simulation(scenario, rt, observers=[*checks, *observers], keep_trace=keep_trace)
-    result = sim.run()
-    ctx = RunContext(scenario, result.layout, result.outcomes)
-    violations = [v for c in checks for v in c.finish(ctx)]
-    return violations, result
-
-
 def size_of(scenario: Scenario) -> tuple[int, int]:
     """(distinct node names, ranks) of a scenario: how big a failing case is."""
     nodes = {n for wf in scenario.walk_facts.values() for n in wf.nodes}
@@ -80,7 +66,7 @@ def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE) -> Ou
         return Outcome("invalid", error=str(err))
     nodes, ranks = size_of(scenario)
     cov = CoverageObserver()
-    violations, result = simulate(scenario, runtime, observers=[cov])
+    result, violations = simulate(scenario, runtime, keep_trace=False, observers=[cov])
     features = static_features(scenario, result.layout) | cov.features
     if not violations:
         return Outcome("pass", features=features, nodes=nodes, ranks=ranks)
@@ -88,7 +74,7 @@ def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE) -> Ou
     out = Outcome("fail", check, f"{check}:{key}", [v.message for v in violations[:3]], features,
                   nodes, ranks)
     untolerated = any(not f.tolerated for f in scenario.faults)
-    if untolerated and (runtime == reference or simulate(scenario, reference)[0]):
+    if untolerated and (runtime == reference or simulate(scenario, reference, keep_trace=False)[1]):
         out.status = "fault_induced"
     return out
 

@@ -8,7 +8,8 @@ import copy
 from hypothesis import given, settings
 
 from simharness import strategies as sst
-from simharness.explore.execute import execute, simulate
+from simharness.explore.execute import execute
+from simharness.run import simulate
 from simharness.scenario import parse_scenario
 
 #: Real gaps of mstar's runtimes that generated layouts reach (see docs/fuzzing.md).
@@ -39,8 +40,8 @@ def test_correct_runtimes_show_no_drift_and_only_known_gaps(raw):
                                          "schedule", "faults", "concurrency"})))
 def test_a_perturbed_run_replays_bit_for_bit(raw):
     sc = parse_scenario(copy.deepcopy(raw))
-    first = simulate(sc, "mstar-rust-prefix", keep_trace=True)[1].recorder.digest()
-    again = simulate(parse_scenario(copy.deepcopy(raw)), "mstar-rust-prefix", keep_trace=True)[1]
+    first = simulate(sc, "mstar-rust-prefix")[0].recorder.digest()
+    again = simulate(parse_scenario(copy.deepcopy(raw)), "mstar-rust-prefix")[0]
     assert again.recorder.digest() == first
 
 

@@ -15,8 +15,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 
 from simharness import strategies as sst
 from simharness.explore.campaign import CampaignConfig, run_campaign
-from simharness.explore.execute import simulate
-from simharness.run import run_scenario
+from simharness.run import run_scenario, simulate
 from simharness.scenario import parse_scenario
 
 B = "tests.quality.broken:"
@@ -43,7 +42,7 @@ def _search(runtime, check, features=LOOPY, expect=False, determinism=False):
         sc = parse_scenario(copy.deepcopy(raw))
         if determinism:
             return check in {v.check for v in run_scenario(sc, runtime, check_determinism=True).violations}
-        return check in {v.check for v in simulate(sc, runtime)[0]}
+        return check in {v.check for v in simulate(sc, runtime, keep_trace=False)[1]}
 
     return find(sst.scenarios(features=features, tolerated_only=True), fails, settings=BUDGET,
                 random=Random(0))

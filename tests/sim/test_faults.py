@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import copy
 
-from simharness.explore.execute import simulate
+from simharness.run import simulate
 from simharness.scenario import parse_scenario
 from tests.helpers import build, checks_failed, run, split_loop
 
 
 def _digest(raw, runtime="mstar-python"):
-    return simulate(parse_scenario(copy.deepcopy(raw)), runtime, keep_trace=True)[1].recorder.digest()
+    return simulate(parse_scenario(copy.deepcopy(raw)), runtime)[0].recorder.digest()
 
 
 def test_empty_schedule_and_faults_change_nothing():
