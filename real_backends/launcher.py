@@ -48,6 +48,7 @@ from simharness.errors import ScenarioError
 from simharness.placement.layout import Layout
 from simharness.run import RunReport, build_runtime, with_seed
 from simharness.runtime.api_client import ApiClient
+from simharness.runtime.assembly import policy_of
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
 from simharness.runtime.protocol import LoopPolicy
 from simharness.scenario.model import Scenario
@@ -127,7 +128,7 @@ class Launcher:
         self.scenario = scenario
         self.runtime = build_runtime(scenario, runtime_name)
         self.runtime_name = getattr(self.runtime, "name", runtime_name or scenario.runtime.name)
-        self.policy: LoopPolicy = getattr(self.runtime, "policy", None) or LoopPolicy()
+        self.policy: LoopPolicy = policy_of(self.runtime)
         self.layout = Layout.build(scenario)
         self.options = options
         self.deadline_s = deadline_s

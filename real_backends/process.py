@@ -31,13 +31,12 @@ from simharness import events as ev
 from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.run import build_runtime, with_seed
-from simharness.runtime.conductor import Conductor
+from simharness.runtime.assembly import build_conductor, build_worker_loop, policy_of
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
 from simharness.runtime.signals import Signal
 from simharness.runtime.stall import blocked_nodes
-from simharness.runtime.worker_loop import WorkerLoop
 from simharness.scenario.loader import parse_scenario
 from simharness.scenario.model import Scenario
 
@@ -68,7 +67,7 @@ class _Process:
         self.endpoint = endpoint
         self.scenario = scenario_from_config(cfg)
         self.runtime = build_runtime(self.scenario, cfg["runtime"])
-        self.policy: LoopPolicy = getattr(self.runtime, "policy", None) or LoopPolicy()
+        self.policy: LoopPolicy = policy_of(self.runtime)
         self.layout = Layout.build(self.scenario)
         ep = cfg["endpoints"]
         self.transport = Transport(endpoint, Endpoints(ep["spec"], ep["run_dir"]))
@@ -145,9 +144,7 @@ class RankProcess(_Process):
         self.rank = rank
         self.device = select_device(cfg["device"], rank)
         self.fake_nodes = FakeNodes(self.scenario)
-        loop_class = getattr(self.runtime, "worker_loop_class", None) or WorkerLoop
-        self.loop = loop_class(rank, self.runtime.build_rank(rank, self.layout), self.fake_nodes,
-                               self.policy, self.emit, self.scenario.seed)
+        self.loop = build_worker_loop(self.runtime, rank, self.layout, self.fake_nodes, self.emit)
         self.work = FakeWork(self.scenario, self.device, cfg["time_scale"], cfg["compute_share"],
                              seed=self.scenario.seed * 1000 + rank)
         #: rid -> (producing rank, seq) -> the signal's tensor on this rank
@@ -290,17 +287,16 @@ class RankProcess(_Process):
 
     def final(self) -> ctl.Final:
         loop = self.loop
-        unprocessed = [(rid, kind) for rid, kinds in loop.unprocessed.items() for kind in kinds]
-        return ctl.Final(self.rank, list(loop.runtime.requests), unprocessed, loop.busy, [], [],
+        return ctl.Final(self.rank, list(loop.runtime.requests), loop.unprocessed_pairs(), loop.busy,
+                         [], [],
                          {**self.work.stats(), "sent": self.sent, "handled": self.handled})
 
 
 class ConductorProcess(_Process):
     def __init__(self, cfg: dict[str, Any]) -> None:
         super().__init__(cfg, CONDUCTOR_ID)
-        streams = RandomStreams(self.scenario.seed)
-        self.conductor = Conductor(self.scenario, self.layout, self.policy,
-                                   lambda n: streams.choice_index("placement", n), self.emit)
+        self.conductor = build_conductor(self.runtime, self.layout, RandomStreams(self.scenario.seed),
+                                         self.emit)
         #: rid -> (producing rank, seq) -> payload of a persisted signal
         self.persisted: dict[str, dict[tuple[int, int], Payload]] = {}
         self._arrived: list[tuple[Signal, Payload]] = []
@@ -356,13 +352,12 @@ class ConductorProcess(_Process):
         out = []
         c = self.conductor
         for rid in c.unfinished():
-            req = c.requests.get(rid)
-            if req is None or req.assignment is None:
+            pos = c.stall_position(rid)
+            if pos is None:
                 out.append((rid, "", 0, [], [], []))
-                continue
-            pending = [(wg, list(req.assignment.wg_ranks[wg])) for wg in req.pending]
-            walks = [p.walk for p in req.partitions.values() if not p.done]
-            out.append((rid, req.walk, req.step, pending, list(req.assignment.ranks), walks))
+            else:
+                out.append((rid, pos.walk, pos.step, [(wg, list(rs)) for wg, rs in pos.pending],
+                            list(pos.ranks), list(pos.walks)))
         return out
 
     def serve(self) -> None:

@@ -36,7 +36,7 @@ from simharness.engine.network import Network
 from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.runtime.api_client import ApiClient
-from simharness.runtime.conductor import Conductor
+from simharness.runtime.assembly import build_conductor, build_worker_loop, policy_of
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
@@ -76,7 +76,7 @@ class Simulation:
         self.scenario = scenario
         self.runtime_name = getattr(runtime, "name", str(runtime))
         self.notes = tuple(getattr(runtime, "notes", ()))
-        self.policy: LoopPolicy = getattr(runtime, "policy", None) or LoopPolicy()
+        self.policy: LoopPolicy = policy_of(runtime)
         self.layout = layout or Layout.build(scenario)
         self.env = simpy.Environment()
         self.streams = RandomStreams(scenario.seed)
@@ -85,15 +85,9 @@ class Simulation:
         self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8)
         self.fake_nodes = FakeNodes(scenario)
         emit = self.recorder.emit
-        # mstar's worker loop is part of the runtime under test: a runtime may bring its own.
-        loop_class = getattr(runtime, "worker_loop_class", None) or WorkerLoop
-        self.workers = [
-            SimWorker(self, loop_class(r, runtime.build_rank(r, self.layout), self.fake_nodes,
-                                       self.policy, emit, scenario.seed))
-            for r in range(self.layout.num_ranks)
-        ]
-        self.conductor = Conductor(scenario, self.layout, self.policy,
-                                   lambda n: self.streams.choice_index("placement", n), emit)
+        self.workers = [SimWorker(self, build_worker_loop(runtime, r, self.layout, self.fake_nodes, emit))
+                        for r in range(self.layout.num_ranks)]
+        self.conductor = build_conductor(runtime, self.layout, self.streams, emit)
         self.client = ApiClient(self.policy, emit)
         self.faults = Perturbations.build(scenario, self.streams)
         if self.faults is not None:
@@ -222,27 +216,23 @@ class Simulation:
 
     def stall_report(self, rid: str, reason: str) -> ev.Stalled:
         """What the request is waiting for, right now, on every rank."""
-        req = self.conductor.requests.get(rid)
+        pos = self.conductor.stall_position(rid)
         now = self.env.now
-        if req is None or req.assignment is None:
+        if pos is None:
             return ev.Stalled(now, rid, reason, "", 0, (), ())
-        walk = req.walk
-        pending = tuple((wg, req.assignment.wg_ranks[wg]) for wg in req.pending)
+        waiting_on = [wg for wg, _ in pos.pending]
         blocked: list[ev.BlockedNode] = []
-        current_walks = [p.walk for p in req.partitions.values() if not p.done]
-        for r in req.assignment.ranks:
+        for r in pos.ranks:
             loop = self.workers[r].loop
-            blocked.extend(blocked_nodes(r, loop.runtime, loop.gate_detail, rid, current_walks,
-                                         req.pending))
-        return ev.Stalled(now, rid, reason, walk, req.step, pending, tuple(blocked))
+            blocked.extend(blocked_nodes(r, loop.runtime, loop.gate_detail, rid, pos.walks, waiting_on))
+        return ev.Stalled(now, rid, reason, pos.walk, pos.step, pos.pending, tuple(blocked))
 
     def _final_state(self) -> ev.RunEnded:
         loops = [w.loop for w in self.workers]
         return ev.RunEnded(
             self.env.now,
             tuple((w.rank, tuple(w.runtime.requests)) for w in loops if w.runtime.requests),
-            tuple((w.rank, tuple((rid, kind) for rid, kinds in w.unprocessed.items() for kind in kinds))
-                  for w in loops if w.unprocessed),
+            tuple((w.rank, tuple(w.unprocessed_pairs())) for w in loops if w.unprocessed),
             tuple(self.conductor.requests),
             tuple(q.rid for q in self.conductor.waiting),
             tuple(w.rank for w in loops if w.busy),

@@ -29,7 +29,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from simharness import events as ev
 from simharness.placement.layout import Assignment, Layout
@@ -69,6 +69,17 @@ class PartitionState:
     @property
     def walk(self) -> str:
         return self.steps[min(self.step, len(self.steps) - 1)].walk
+
+
+class StallPosition(NamedTuple):
+    """An unfinished request as the conductor sees it: its walk and step, the worker graphs it
+    waits on (with their ranks), the ranks it runs on and its partitions' current walks."""
+
+    walk: str
+    step: int
+    pending: tuple[tuple[str, tuple[int, ...]], ...]
+    ranks: tuple[int, ...]
+    walks: tuple[str, ...]
 
 
 @dataclass
@@ -314,6 +325,16 @@ class Conductor:
 
     def unfinished(self) -> list[str]:
         return list(self.requests) + [w.rid for w in self.waiting]
+
+    def stall_position(self, rid: str) -> StallPosition | None:
+        """Where an unfinished request stands, for a hang report; None before admission."""
+        req = self.requests.get(rid)
+        if req is None or req.assignment is None:
+            return None
+        wg_ranks = req.assignment.wg_ranks
+        return StallPosition(req.walk, req.step, tuple((wg, wg_ranks[wg]) for wg in req.pending),
+                             req.assignment.ranks, tuple(p.walk for p in req.partitions.values()
+                                                         if not p.done))
 
     def next_deadline(self) -> tuple[float, str] | None:
         """The earliest timeout among requests still alive (stale heap entries are discarded)."""

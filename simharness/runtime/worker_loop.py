@@ -189,6 +189,10 @@ class WorkerLoop:
         if kv:
             self.kv_known.setdefault(rid, {}).update(kv)
 
+    def unprocessed_pairs(self) -> list[tuple[str, str]]:
+        """(request, message kind) of every message parked unprocessed, in arrival order."""
+        return [(rid, kind) for rid, kinds in self.unprocessed.items() for kind in kinds]
+
     def _park_unprocessed(self, msg: Any, now: float) -> None:
         self.unprocessed.setdefault(msg.rid, []).append(msg.kind_name)
         self.emit(ev.Dropped(
