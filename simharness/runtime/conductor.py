@@ -98,8 +98,6 @@ class ConductorRequest:
     draining: bool = False
     #: KV label -> (rank, tokens) as the last report from an instance's rank 0 said
     kv: dict[str, tuple[int, int]] = field(default_factory=dict)
-    #: worker graph -> its partition
-    part_of_wg: dict[str, str] = field(default_factory=dict)
 
     @property
     def walk(self) -> str:
@@ -157,7 +155,6 @@ class Conductor:
 
     def _admit(self, req: ConductorRequest, now: float) -> list[Send]:
         req.assignment = self.layout.assign(self.choose_replica)
-        req.part_of_wg = {wg.id: wg.partition for wg in self.layout.worker_graphs}
         self.requests[req.rid] = req
         self.emit(ev.Admitted(now, req.rid, req.kind.name, req.kind.walks,
                               tuple(sorted(req.assignment.wg_ranks.items()))))
@@ -229,8 +226,9 @@ class Conductor:
             return []
         sends: list[Send] = []
         touched: list[PartitionState] = []
+        by_id = self.layout.by_id
         for wg in msg.wgs:
-            ps = req.partitions.get(req.part_of_wg[wg])
+            ps = req.partitions.get(by_id[wg].partition)
             left = None if ps is None or ps.done else ps.pending.get(wg)
             if left is None:
                 state = ("its partition is done" if ps is not None and ps.done

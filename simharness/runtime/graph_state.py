@@ -100,6 +100,11 @@ def loop_key(name: str) -> str:
     return "loop:" + name
 
 
+def loop_of(key: str) -> str | None:
+    """The loop an entity key names (the inverse of `loop_key`); None for a node."""
+    return key[5:] if key.startswith("loop:") else None
+
+
 class GraphSpec:
     """The compiled, immutable part of one worker graph, shared by all requests."""
 
@@ -160,21 +165,20 @@ class GraphSpec:
         """
         of: dict[str, str] = {}
         for key in keys:
-            name = key[5:] if key.startswith("loop:") and self.semantics.entities_by_name else key
-            of[name] = key
+            of[self.entity_name(key)] = key
         return tuple(of.values()), of
 
     def entity_name(self, key: str) -> str:
         """The name a registry knows an entity by."""
-        return key[5:] if key.startswith("loop:") and self.semantics.entities_by_name else key
+        loop = loop_of(key)
+        return loop if loop is not None and self.semantics.entities_by_name else key
 
     def entity_outputs(self, of: dict[str, str], name: str) -> tuple[Edge, ...]:
         """mstar ``managed_entities[name].outputs``: the outputs of the entity that holds that
         name in the registry (a loop's declared outputs, for a loop)."""
         key = of.get(name, name)
-        if key.startswith("loop:"):
-            return self.loops[key[5:]].declared
-        return self.nodes[key].outputs
+        loop = loop_of(key)
+        return self.nodes[key].outputs if loop is None else self.loops[loop].declared
 
 
 class LoopState:
@@ -360,9 +364,8 @@ class GraphState:
         edges: list[Edge | Signal] = list(outputs)
         if not st.reg_done:
             return edges, frozenset()
+        # What a finishing loop drops is filtered out of all of this in `complete`.
         loop_edges, filtered = self._complete_iter(st, finished)
-        if filtered:
-            edges = [e for e in edges if (e.name, _dest(e)) not in filtered]
         edges.extend(loop_edges)
         return edges, filtered
 
@@ -394,14 +397,18 @@ class GraphState:
         st = self.loops[spec.name]
         st.count = 0
         st.reg_done = False
-        for key in spec.entities:
-            if key.startswith("loop:"):
-                inner = self.loops[key[5:]]
-                self._clear_entities(inner.spec)
-                inner.reset_metadata()
-            else:
+        self._clear_keys(spec.entities)
+
+    def _clear_keys(self, keys: tuple[str, ...]) -> None:
+        for key in keys:
+            loop = loop_of(key)
+            if loop is None:
                 self.cur[key].clear()
                 self.nxt[key].clear()
+            else:
+                inner = self.loops[loop]
+                self._clear_entities(inner.spec)
+                inner.reset_metadata()
 
     def _reset_entities_for_iter(self, spec: LoopSpec) -> None:
         """mstar ``reset_for_iter``: clear each node's current slot and promote its next slot."""
@@ -409,8 +416,9 @@ class GraphState:
         st.count = 0
         st.reg_done = False
         for key in spec.entities:
-            if key.startswith("loop:"):
-                inner = self.loops[key[5:]]
+            loop = loop_of(key)
+            if loop is not None:
+                inner = self.loops[loop]
                 self._reset_entities_for_iter(inner.spec)
                 inner.reset_metadata()
             else:
@@ -425,14 +433,7 @@ class GraphState:
         self.count = 0
         self.done = False
         self.ready.clear()
-        for key in self.spec.root:
-            if key.startswith("loop:"):
-                lp = self.loops[key[5:]]
-                self._clear_entities(lp.spec)
-                lp.reset_metadata()
-            else:
-                self.cur[key].clear()
-                self.nxt[key].clear()
+        self._clear_keys(self.spec.root)
 
     def held(self) -> Iterator[tuple[str, str, Signal]]:
         """(node, slot, signal) for every signal still held, nodes in graph order."""

@@ -137,6 +137,4 @@ class MicroScheduler:
             rest = rids[cap:]
             rids = rids[:cap]
             self.backlog.setdefault(key, []).extend(r for r in rest if r not in self.backlog.get(key, ()))
-        self.batch_number += 1
-        self.last_scheduled[key] = self.batch_number
-        return Batch(key[0], key[1], rids, self.batch_number)
+        return self._numbered(key[0], key[1], rids)

@@ -27,12 +27,7 @@ class ChunkPolicy:
         self.first_chunk_read = False
 
     def is_ready(self, n: int) -> bool:
-        s = self.spec
-        if s.kind == "sliding_window":
-            return n >= s.window
-        if s.kind == "left_context":
-            return n >= (s.chunk if not self.first_chunk_read else s.chunk + s.context)
-        return n >= s.chunk
+        return n >= self.window()
 
     def stride(self) -> int:
         s = self.spec
