@@ -20,7 +20,6 @@ import networkx as nx
 from simharness.graph.derive import SectionIO, loop_back_pairs, section_io
 from simharness.graph.ir import (
     CONDUCTOR,
-    SPECIAL_DESTINATIONS,
     Loop,
     Node,
     Pair,
@@ -28,6 +27,7 @@ from simharness.graph.ir import (
     enclosing_loops,
     iter_loops,
     iter_nodes,
+    nodes_by_name,
 )
 
 
@@ -40,7 +40,7 @@ class WalkFacts:
 
     @cached_property
     def nodes(self) -> dict[str, Node]:
-        return {n.name: n for n in iter_nodes(self.root)}
+        return nodes_by_name(self.root)
 
     @cached_property
     def loops(self) -> dict[str, Loop]:
@@ -113,9 +113,6 @@ class WalkFacts:
         if dest not in g:
             return []
         return sorted({src for src, _, key in g.in_edges(dest, keys=True) if key == name})
-
-    def consumers(self) -> set[str]:
-        return {n for n in self.nodes} | set(SPECIAL_DESTINATIONS)
 
     def iterations(self, node: str) -> int:
         """Forwards of `node` per pass when every loop runs to ``max_iters``."""

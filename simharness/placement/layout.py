@@ -9,7 +9,7 @@ per group, from the seeded ``placement`` random stream, as mstar picks one with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from simharness.graph.ir import Loop, Node, Section, Sequential, iter_loops, iter_nodes
@@ -24,7 +24,6 @@ class WorkerGraph:
     section: Section
     group: int
     instances: tuple[tuple[int, ...], ...]
-    consumes_stream: bool = False
     partition: str = "default"
 
     @cached_property
@@ -41,7 +40,6 @@ class Assignment:
     """Where one request's worker graphs run: wg id -> ranks of the chosen instance."""
 
     wg_ranks: dict[str, tuple[int, ...]]
-    replica_of_group: dict[int, int] = field(default_factory=dict)
 
     @cached_property
     def ranks(self) -> tuple[int, ...]:
@@ -65,7 +63,7 @@ class Layout:
             for i, piece in enumerate(divide(root, node_group, scenario.stream_inputs(walk))):
                 g = groups[piece.group]
                 wgs.append(WorkerGraph(f"{walk}#{i}", walk, piece.section, piece.group,
-                                       g.instances, piece.consumes_stream, part))
+                                       g.instances, part))
         return cls(scenario, tuple(wgs))
 
     @cached_property
@@ -118,7 +116,7 @@ class Layout:
             n = len(groups[gid].instances)
             replica[gid] = choose_replica(n) if n > 1 else 0
         wg_ranks = {wg.id: wg.instances[replica[wg.group]] for wg in self.worker_graphs}
-        return Assignment(wg_ranks, replica)
+        return Assignment(wg_ranks)
 
     def describe(self) -> list[str]:
         """One line per worker graph, for `--verbose` output and docs."""

@@ -86,7 +86,6 @@ class StallPosition(NamedTuple):
 class ConductorRequest:
     rid: str
     kind: RequestKind
-    submitted: float
     on_end: Callable[[str], None]
     assignment: Assignment | None = None
     partitions: dict[str, PartitionState] = field(default_factory=dict)
@@ -143,7 +142,7 @@ class Conductor:
     # -- admission ----------------------------------------------------------------------------
 
     def submit(self, rid: str, kind: str, now: float, on_end: Callable[[str], None]) -> list[Send]:
-        req = ConductorRequest(rid, self.scenario.requests[kind], now, on_end)
+        req = ConductorRequest(rid, self.scenario.requests[kind], on_end)
         self.emit(ev.Submitted(now, rid, kind))
         self._n += 1
         self._alive.add(rid)

@@ -51,9 +51,6 @@ class FakeNodes:
         """Tokens one forward adds to the node's KV cache in this walk."""
         return self._facts.get(node, self._default).cost(walk).tokens
 
-    def has_gate(self, node: str) -> bool:
-        return node in self._script
-
     def gate(self, node: str, state: GraphState) -> str:
         """Why the engine holds `node` now ("" when it does not)."""
         return self.gate_detail(node, state)[0] if node in self._script else ""

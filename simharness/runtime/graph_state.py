@@ -92,7 +92,6 @@ class LoopSpec:
         self.dynamic = loop.stop is not None
         #: nodes whose check_stop ends the loop (None: every node of the body)
         self.stop_by = loop.stop.by if loop.stop is not None else None
-        self.depth = 0 if parent is None else parent.depth + 1
 
 
 def loop_key(name: str) -> str:
@@ -283,12 +282,6 @@ class GraphState:
     def pop_ready(self, node: str) -> bool:
         """The scheduler takes the node for a batch (mstar ``pop_ready_nodes``)."""
         return self.ready.pop(node, 0) is None
-
-    def push_back(self, node: str) -> None:
-        self.ready[node] = None
-
-    def is_full(self, node: str) -> bool:
-        return len(self.cur[node]) == self.spec.nodes[node].n_inputs
 
     def counter(self, node: str) -> int | None:
         lp = self.spec.nodes[node].loop

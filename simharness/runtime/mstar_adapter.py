@@ -294,7 +294,8 @@ class _SlotView:
 
 
 class _SpeculativeFlags:
-    """A set-like view of mstar's per-node ``_speculatively_scheduled`` flags."""
+    """mstar's per-node ``_speculatively_scheduled`` flags, with the set methods our worker loop
+    calls (`add`, `discard`)."""
 
     __slots__ = ("_nodes",)
 
@@ -307,13 +308,6 @@ class _SpeculativeFlags:
     def discard(self, node: str) -> None:
         if node in self._nodes:
             self._nodes[node]._speculatively_scheduled = False
-
-    def __contains__(self, node: object) -> bool:
-        n = self._nodes.get(node)  # type: ignore[arg-type]
-        return bool(n is not None and n._speculatively_scheduled)
-
-    def __iter__(self) -> Iterator[str]:
-        return (name for name, n in self._nodes.items() if n._speculatively_scheduled)
 
 
 class _LoopView:
@@ -328,10 +322,6 @@ class _LoopView:
     @property
     def curr_iter(self) -> int:
         return self.loop.curr_iter
-
-    @curr_iter.setter
-    def curr_iter(self, value: int) -> None:
-        self.loop.curr_iter = value
 
     @property
     def done(self) -> bool:
@@ -427,14 +417,6 @@ class MstarGraphState:
             names.discard(node)
             return True
         return False
-
-    def push_back(self, node: str) -> None:
-        """mstar ``push_back_node``."""
-        self._registry.ready_names.add(node)
-        self._order[node] = None
-
-    def is_full(self, node: str) -> bool:
-        return self._nodes[node].ready_signals.is_ready
 
     @property
     def scheduled(self) -> _SpeculativeFlags:

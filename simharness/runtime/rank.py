@@ -44,7 +44,7 @@ class Completion:
     """Everything one node completion for one request caused on this rank."""
 
     __slots__ = ("rid", "node", "walk", "partition", "wg", "pass_no", "counter", "loop_context",
-                 "filtered", "finished_loops", "routes", "local", "to_ranks", "to_client",
+                 "filtered", "finished_loops", "routes", "to_ranks", "to_client",
                  "to_conductor", "stream_local", "completed_wgs", "partition_done", "new_tokens",
                  "tp_rank")
 
@@ -69,8 +69,6 @@ class Completion:
         #: every routed signal with where it went: ``local:<wg>``, ``rank:<r>``,
         #: ``stream:<r>``, client, conductor
         self.routes: list[tuple[Signal, str]] = []
-        #: (signal, worker graph, outcome) for outputs ingested on this rank
-        self.local: list[tuple[Signal, str, str]] = []
         #: peer rank -> signals to send there (a refused local signal is sent to this rank itself)
         self.to_ranks: dict[int, list[Signal]] = {}
         self.to_client: list[Signal] = []
@@ -104,22 +102,12 @@ class RequestState:
     current: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: partition -> this rank's worker graphs of the partition's current walk, in layout order
     walk_states: dict[str, list[tuple[str, GraphState]]] = field(default_factory=dict)
-    #: (partition, pass, loop) -> iterations the request's dynamic loop runs (drawn per request)
-    stops: dict[tuple[str, int, str], int] = field(default_factory=dict)
     #: partition -> loops stopped in its current pass (mstar ``loop_stop_times``)
     stopped: dict[str, set[str]] = field(default_factory=dict)
     #: stream edge name -> the StreamBuffer of its consumer on this rank
     buffers: dict[str, StreamBuffer] = field(default_factory=dict)
     #: the partitions the request runs (the others are done from the start)
     partitions: frozenset[str] = frozenset()
-
-    @property
-    def walk(self) -> str:
-        return next(iter(self.current.values()))[0]
-
-    @property
-    def pass_no(self) -> int:
-        return next(iter(self.current.values()))[1]
 
 
 class RankRuntime:
@@ -155,7 +143,6 @@ class RankRuntime:
     # -- requests -----------------------------------------------------------------------------
 
     def admit(self, rid: str, walk: str, pass_no: int, assignment: Assignment,
-              stops: dict[tuple[str, int, str], int] | None = None,
               partitions: frozenset[str] | None = None) -> None:
         states = {
             wg_id: self.new_state(wg_id)
@@ -163,7 +150,7 @@ class RankRuntime:
             if self.rank in assignment.wg_ranks[wg_id]
         }
         parts = partitions if partitions is not None else frozenset({self.partition_of[walk]})
-        req = RequestState(rid, assignment, states, stops=dict(stops or {}), partitions=parts)
+        req = RequestState(rid, assignment, states, partitions=parts)
         self.requests[rid] = req
         for (src, edge), (conn, consumer, wgs) in self._streams.items():
             if conn.dst in parts and any(w in states for w in wgs):
@@ -251,11 +238,6 @@ class RankRuntime:
 
     # -- lockstep (TP) instances --------------------------------------------------------------
 
-    def tp_rank(self, rid: str, wg_id: str) -> int:
-        """This rank's index in the instance that runs `wg_id` for the request (0 outside TP)."""
-        ranks = self.requests[rid].assignment.wg_ranks[wg_id]
-        return ranks.index(self.rank) if len(ranks) > 1 else 0
-
     def instance_of(self, rid: str, walk: str, node: str) -> tuple[int, ...]:
         return self.requests[rid].assignment.wg_ranks[self.wg_of[(walk, node)]]
 
@@ -276,11 +258,6 @@ class RankRuntime:
         return req.states.get(self.wg_of[(walk, node)])
 
     # -- dynamic stops ------------------------------------------------------------------------
-
-    def stop_iterations(self, rid: str, walk: str, loop: str) -> int | None:
-        req = self.requests[rid]
-        part = self.partition_of[walk]
-        return req.stops.get((part, req.current[part][1], loop))
 
     def stop_loops(self, rid: str, walk: str, loops: list[str]) -> list[int]:
         """A ``check_stop`` here said stop: register the finish on every current-walk worker graph
@@ -377,13 +354,11 @@ class RankRuntime:
             dest_wg = dest_wg_of[dest]
             ranks = wg_ranks[dest_wg]
             if rank in ranks:
-                outcome = states[dest_wg].ingest(sig)
-                if outcome is REJECTED:
+                if states[dest_wg].ingest(sig) is REJECTED:
                     # mstar sends a refused local edge to itself over the message path.
                     done.to_ranks.setdefault(rank, []).append(sig)
                     add_route((sig, rank_label[rank]))
                 else:
-                    done.local.append((sig, dest_wg, outcome))
                     add_route((sig, local_label[dest_wg]))
             if tp == 0 and (len(ranks) > 1 or ranks[0] not in src_group):
                 externals.append((sig, ranks))

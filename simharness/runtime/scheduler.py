@@ -33,8 +33,6 @@ class Batch:
     start: float = 0.0
     #: the next iteration scheduled before the previous batch was postprocessed
     speculative: bool = False
-    #: a TP follower running its leader's batch
-    follower: bool = False
     #: for a lockstep (TP) batch: the instance's ranks and the leader's batch number, which
     #: together name the collective every rank of the instance joins
     instance: tuple[int, ...] = ()
@@ -124,7 +122,7 @@ class MicroScheduler:
         return self._numbered(node, walk, rids, speculative=True)
 
     def follower_batch(self, node: str, walk: str, rids: list[str]) -> Batch:
-        return self._numbered(node, walk, rids, follower=True)
+        return self._numbered(node, walk, rids)
 
     def _numbered(self, node: str, walk: str, rids: list[str], **flags: bool) -> Batch:
         self.batch_number += 1

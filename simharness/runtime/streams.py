@@ -82,7 +82,6 @@ class StreamBuffer:
         self.policy = ChunkPolicy(spec)
         self.items: list[Signal] = []
         self.consumed = 0
-        self.received = 0
         self.popped = 0
         self.producer_done = False
         self.final_emitted = False
@@ -92,7 +91,6 @@ class StreamBuffer:
 
     def put(self, sig: Signal) -> None:
         self.items.append(sig)
-        self.received += 1
         if self._first is None:
             self._first = sig
 

@@ -408,7 +408,7 @@ class WorkerLoop:
                     self.emit(ev.ChunkPopped(now, self.rank, rid, edge, chunk.index, chunk.start,
                                              tuple(s.seq for s in chunk.items), chunk.final,
                                              buf.policy.spec.kind))
-                wg, outcome = runtime.offer_chunk(rid, chunk)
+                _, outcome = runtime.offer_chunk(rid, chunk)
                 buf.waiting = chunk if outcome is REJECTED else None
 
     # -- postprocess --------------------------------------------------------------------------

@@ -52,13 +52,8 @@ class _StickyCounterState(GraphState):
 
 
 class _StickyRank(RankRuntime):
-    def admit(self, rid, walk, pass_no, assignment, stops=None, partitions=None):
-        super().admit(rid, walk, pass_no, assignment, stops, partitions)
-        req = self.requests[rid]
-        for wg in list(req.states):
-            req.states[wg] = _StickyCounterState(self.specs[wg])
-        req.walk_states = {part: [(wg, req.states[wg]) for wg, _ in sts]
-                           for part, sts in req.walk_states.items()}
+    def new_state(self, wg_id):
+        return _StickyCounterState(self.specs[wg_id])
 
 
 class LeavesLoopState(MstarPython):

@@ -39,7 +39,7 @@ def test_every_message_class_round_trips_without_knowing_it():
     samples = {"rid": "r3", "walk": "image_gen_cfg", "pass_no": 1, "src": 2, "rank": 1,
                "signals": [sig(), sig("time_index", 16384, 2)], "persist": [sig("new_token", 8)],
                "signal": sig("image_output", 6 << 20), "wgs": ["image_gen_cfg#1"], "emits": 2,
-               "assignment": Assignment({"w#0": (0,), "w#1": (1, 2)}, {0: 0}),
+               "assignment": Assignment({"w#0": (0,), "w#1": (1, 2)}),
                "dst": 1, "nbytes": 5, "msg": None}
     classes = [c for c in vars(messages).values()
                if isinstance(c, type) and c.__module__ == messages.__name__]
