@@ -492,6 +492,8 @@ def _check_stream_edges(
     facts: dict[str, WalkFacts], partitions: dict[str, tuple[str, ...]], connections: tuple[Connection, ...]
 ) -> None:
     part_of = {w: p for p, ws in partitions.items() for w in ws}
+    # A stream is one buffer with one consumer node: (partition, edge) -> that node.
+    consumer_of: dict[tuple[str, str], str] = {}
     for walk, wf in facts.items():
         for node in wf.nodes.values():
             for edge in node.outputs:
@@ -510,6 +512,11 @@ def _check_stream_edges(
                 if edge.name not in consumers[edge.to].inputs:
                     raise ScenarioError(f.join(edge.path, "name"),
                                         f"{edge.to} has no input named {edge.name!r}")
+                first = consumer_of.setdefault((part_of[walk], edge.name), edge.to)
+                if first != edge.to:
+                    raise ScenarioError(f.join(edge.path, "to"),
+                                        f"stream {edge.name!r} from partition {part_of[walk]!r} "
+                                        f"already goes to {first!r}; a stream feeds one consumer node")
 
 
 def _dist(raw: Any, path: str) -> Dist:
