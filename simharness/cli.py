@@ -39,8 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--runtime", metavar="NAME",
                      help="runtime under test (default: the scenario's); see 'simharness runtimes'")
     run.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a scenario key, e.g. --set workload[0].count=10 (repeatable)")
+    _set_argument(run)
     run.add_argument("--backend", choices=["sim", "zmq"], default="sim",
                      help="driver: sim (simpy, virtual time) or zmq (one OS process per rank, "
                           "ZMQ sockets, torch work; needs pip install 'simharness[real]')")
@@ -65,8 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--runtime", dest="runtimes", action="append", default=[], metavar="NAME",
                      help="an arm (repeat, at least twice); the first is the baseline")
     cmp.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
-    cmp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a scenario key (repeatable)")
+    _set_argument(cmp)
     cmp.add_argument("--json", action="store_true",
                      help='print {"arms": [summary, ...], "differences": [...]} on stdout')
     conf = sub.add_parser(
@@ -78,8 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     conf.add_argument("scenario", help="scenario YAML file")
     conf.add_argument("--runtime", metavar="NAME", help="runtime under test (default: the scenario's)")
     conf.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
-    conf.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                      help="override a scenario key (repeatable)")
+    _set_argument(conf)
     conf.add_argument("--json", action="store_true",
                       help='print {"sim": ..., "real": ..., "agree": ..., "differences": [...]}')
     _real_arguments(conf)
@@ -89,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 
     lay = sub.add_parser("layout", help="show how a scenario's walks split into worker graphs")
     lay.add_argument("scenario", help="scenario YAML file")
-    lay.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    _set_argument(lay)
 
     fz = sub.add_parser(
         "fuzz", help="search generated layouts, schedules and faults for failures",
@@ -124,6 +121,17 @@ def _parser() -> argparse.ArgumentParser:
                     help="record the new trace digest of cases that still behave as recorded")
     rp.add_argument("--json", action="store_true", help="print one JSON object per case")
     return p
+
+
+def _set_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key, e.g. --set workload[0].count=10 (repeatable)")
+
+
+def _print_json(obj: object) -> None:
+    """The one JSON document a --json command prints on stdout."""
+    json.dump(obj, sys.stdout)
+    sys.stdout.write("\n")
 
 
 def _real_arguments(p: argparse.ArgumentParser) -> None:
@@ -202,10 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             return _replay(args)
         _parser().print_help(sys.stderr)
         return EXIT_USAGE
-    except ScenarioError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except UsageError as err:
+    except (ScenarioError, UsageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -242,8 +247,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         _write_report(report, summary, args.report)
 
     if args.json:
-        json.dump(summary, sys.stdout)
-        sys.stdout.write("\n")
+        _print_json(summary)
     else:
         render(report, sys.stdout, command=["simharness", *argv])
     return report.exit_code
@@ -277,8 +281,7 @@ def _compare(args: argparse.Namespace) -> int:
         for note in rep.result.notes:
             print(f"note: {note}", file=sys.stderr)
     if args.json:
-        json.dump(cmp.to_json(), sys.stdout)
-        sys.stdout.write("\n")
+        _print_json(cmp.to_json())
     else:
         render(cmp, sys.stdout)
     return cmp.exit_code
@@ -311,8 +314,7 @@ def _confirm(args: argparse.Namespace) -> int:
     b["request_outcomes"] = dict(real.result.outcomes)
     agree, diffs = compare(a, b)
     if args.json:
-        json.dump({"sim": a, "real": b, "agree": agree, "differences": diffs}, sys.stdout)
-        sys.stdout.write("\n")
+        _print_json({"sim": a, "real": b, "agree": agree, "differences": diffs})
     else:
         render(a, b, agree, diffs, sys.stdout)
     return EXIT_PASS if agree else EXIT_FAIL
@@ -386,8 +388,7 @@ def _fuzz(args: argparse.Namespace) -> int:
     paths = {} if args.no_write else write_cases(result, args.corpus)
     summary = campaign_summary(result, paths)
     if args.json:
-        json.dump(summary, sys.stdout)
-        sys.stdout.write("\n")
+        _print_json(summary)
     else:
         print_summary(summary, sys.stdout)
     return EXIT_FAIL if summary["failures"] else EXIT_PASS
@@ -400,11 +401,9 @@ def _replay(args: argparse.Namespace) -> int:
     for path in args.case:
         r = replay(path, update=args.update)
         if args.json:
-            json.dump({"case": str(r.path), "runtime": r.runtime, "status": r.status,
-                       "expected": r.expected, "got": r.got, "trace_digest": r.digest,
-                       "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message},
-                      sys.stdout)
-            sys.stdout.write("\n")
+            _print_json({"case": str(r.path), "runtime": r.runtime, "status": r.status,
+                         "expected": r.expected, "got": r.got, "trace_digest": r.digest,
+                         "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message})
         else:
             print(f"{'ok ' if r.ok else 'DIVERGED'} {r.path} [{r.status}, {r.runtime}]: {r.message}")
         if not r.ok:

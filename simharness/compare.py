@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from simharness import events as ev
 from simharness.checks.base import rid_order
-from simharness.report.summary import build_summary, collect_forwards
+from simharness.report.summary import build_summary, collect_forwards, node_order
 from simharness.run import RunReport, run_scenario
 from simharness.runtime.signals import Signal
 from simharness.scenario.model import Scenario
@@ -73,9 +73,7 @@ def compare_runtimes(scenario: Scenario, runtimes: Sequence[str], seed: int | No
 
 def forward_table(reports: Sequence[RunReport]) -> dict[RowKey, list[dict[str, int]]]:
     """(walk, node) -> one dict per arm of request -> forwards, rows in scenario order."""
-    scenario = reports[0].scenario
-    walk_pos = {w: i for i, w in enumerate(scenario.walks)}
-    node_pos = {(w, n): i for w, wf in scenario.walk_facts.items() for i, n in enumerate(wf.nodes)}
+    place = node_order(reports[0].scenario)
     rows: dict[RowKey, list[dict[str, int]]] = {}
     for i, rep in enumerate(reports):
         for (walk, node, _rank, rid), counters in collect_forwards(rep.result.events).items():
@@ -87,8 +85,7 @@ def forward_table(reports: Sequence[RunReport]) -> dict[RowKey, list[dict[str, i
         for i, rep in enumerate(reports):
             for rid in rids | set(rep.result.outcomes):
                 per_arm[i].setdefault(rid, 0)
-    return dict(sorted(rows.items(), key=lambda kv: (walk_pos.get(kv[0][0], 99),
-                                                     node_pos.get(kv[0], 99), kv[0])))
+    return dict(sorted(rows.items(), key=lambda kv: (*place(*kv[0]), kv[0])))
 
 
 def compact(counts: dict[str, int]) -> str:

@@ -37,9 +37,8 @@ class Violation:
         return out
 
     def sort_key(self) -> tuple:
-        rid = self.request or ""
-        num = int(rid[1:]) if rid[1:].isdigit() else -1
-        return (num, rid, self.walk or "", self.node or "", self.rank if self.rank is not None else -1)
+        return (*rid_order(self.request or ""), self.walk or "", self.node or "",
+                self.rank if self.rank is not None else -1)
 
 
 @dataclass

@@ -22,14 +22,24 @@ def collect_forwards(events: Iterable[Any]) -> dict[ForwardKey, list[int | None]
     return out
 
 
-def forward_order(scenario: Scenario):
-    """Sort by request, then walks and nodes in the order the scenario declares them, then rank."""
+def node_order(scenario: Scenario):
+    """Sort (walk, node) pairs in the order the scenario declares them (unknown ones last)."""
     walk_pos = {w: i for i, w in enumerate(scenario.walks)}
     node_pos = {(w, n): i for w, wf in scenario.walk_facts.items() for i, n in enumerate(wf.nodes)}
 
+    def key(walk: str, node: str) -> tuple[int, int]:
+        return (walk_pos.get(walk, 99), node_pos.get((walk, node), 99))
+
+    return key
+
+
+def forward_order(scenario: Scenario):
+    """Sort by request, then walks and nodes in the order the scenario declares them, then rank."""
+    place = node_order(scenario)
+
     def key(k: ForwardKey) -> tuple:
         walk, node, rank, rid = k
-        return (rid_order(rid), walk_pos.get(walk, 99), node_pos.get((walk, node), 99), rank)
+        return (rid_order(rid), *place(walk, node), rank)
 
     return key
 
@@ -48,9 +58,10 @@ def request_counts(report: RunReport) -> dict[str, int]:
 def build_summary(report: RunReport) -> dict[str, Any]:
     sc = report.scenario
     forwards = collect_forwards(report.result.events)
+    order = forward_order(sc)
     rows = [
         {"walk": w, "node": n, "rank": r, "request": rid, "count": len(c), "loop_counters": c}
-        for (w, n, r, rid), c in sorted(forwards.items(), key=lambda kv: forward_order(sc)(kv[0]))
+        for (w, n, r, rid), c in sorted(forwards.items(), key=lambda kv: order(kv[0]))
     ]
     out: dict[str, Any] = {
         "scenario": sc.name,
