@@ -102,8 +102,9 @@ class StallQuery(_Msg):
 
 
 class StallInfo(_Msg):
-    """Per unfinished request: (rid, walk, pass, [(wg, ranks not reported)], ranks), walk ""
-    for a request still waiting for admission."""
+    """Per unfinished request, the conductor's `StallPosition` as a list: (rid, walk, step,
+    [(wg, ranks) not reported], ranks, current walks); walk "" for a request still waiting for
+    admission."""
 
     __slots__ = ("round", "requests")
 

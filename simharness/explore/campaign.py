@@ -11,7 +11,9 @@ by signature, keeping the earliest example; each distinct failure is then shrunk
 Shrinking replays the failing example's chunk (same seed, same size) with Hypothesis's shrink
 phase on and a test that fails only on the *same signature*, so layout, workload, schedule and
 faults shrink together and the shrinker cannot wander to another bug. Shrinking is bounded by a
-number of test calls, not by time, so it is deterministic too.
+number of test calls, not by time, so it is deterministic too, with one caveat: Hypothesis itself
+stops any shrink after 300 s of wall time. At a few milliseconds per call our budget of 3,000
+calls stays far inside that; a machine slow enough to reach it would get a less shrunk case.
 
 Same seed and same number of examples, same campaign result. A ``--time`` campaign runs whole
 chunks until the budget is spent and reports how many examples it ran; ``--examples`` with that

@@ -36,6 +36,7 @@ import yaml
 from simharness.explore.execute import execute, signature
 from simharness.run import simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
+from simharness.scenario.model import Scenario
 
 DEFAULT_DIR = Path("scenarios") / "corpus"
 
@@ -80,9 +81,8 @@ def case_name(runtime: str, sig: str) -> str:
     return f"{runtime}__{sig.replace(':', '-')}"
 
 
-def digest_of(raw: dict[str, Any], runtime: str) -> tuple[str | None, str]:
-    """(signature or None, trace digest) of one run of `raw` under `runtime`."""
-    sc = parse_scenario(copy.deepcopy(raw), source="<corpus>")
+def digest_of(sc: Scenario, runtime: str) -> tuple[str | None, str]:
+    """(signature or None, trace digest) of one run of `sc` under `runtime`."""
     result, violations = simulate(sc, runtime)
     sig = None
     if violations:
@@ -99,7 +99,7 @@ def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: st
     name = case_name(runtime, sig)
     body = {k: v for k, v in copy.deepcopy(raw).items() if k != "corpus"}
     body["name"] = name
-    got, digest = digest_of(body, runtime)
+    got, digest = digest_of(parse_scenario(copy.deepcopy(body), source="<corpus>"), runtime)
     check, _, _key = sig.partition(":")
     meta: dict[str, Any] = {"signature": sig, "check": check, "runtime": runtime,
                             "status": "open", "seed": seed, "example": example,
@@ -136,15 +136,14 @@ def replay(path: str | Path, update: bool = False) -> Replay:
     """Run a corpus case and say whether it behaves as recorded."""
     p = Path(path)
     raw = read_yaml(p)
-    load_scenario(p)  # validates, with the file name in any error
+    sc = load_scenario(p)  # validates, with the file name in any error
     if "corpus" not in raw:
         from simharness.errors import ScenarioError
         raise ScenarioError("corpus", "missing: not a corpus case (expected a corpus: block with "
                                       "signature, runtime and status)", source=str(p))
     meta = raw["corpus"]
     runtime, status, expected = meta["runtime"], meta["status"], meta["signature"]
-    body = {k: v for k, v in raw.items() if k != "corpus"}
-    got, digest = digest_of(body, runtime)
+    got, digest = digest_of(sc, runtime)
     recorded = meta.get("trace_digest")
     if status == "open":
         if got == expected:
