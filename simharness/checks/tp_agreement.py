@@ -25,7 +25,6 @@ class TpAgreementCheck:
         if scenario is not None and all(g.instance_size == 1 for g in scenario.placement.node_groups):
             # No lockstep instance in this layout: nothing to observe.
             self.on_Forward = self.on_BatchStarted = None  # type: ignore[assignment]
-        self.admitted: dict[str, ev.Admitted] = {}
         self._placement: dict[str, dict[str, tuple[int, ...]]] = {}
         #: rank -> [(node, walk, rids)] in the order the rank started them
         self.batches: dict[int, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
@@ -34,7 +33,6 @@ class TpAgreementCheck:
         self.leaks: list[tuple[ev.Forward, list[str]]] = []
 
     def on_Admitted(self, e: ev.Admitted) -> None:
-        self.admitted[e.rid] = e
         self._placement[e.rid] = dict(e.placement)
 
     def on_BatchStarted(self, e: ev.BatchStarted) -> None:
@@ -58,8 +56,8 @@ class TpAgreementCheck:
         layout = ctx.layout
         instances: set[tuple[int, ...]] = set()
         nodes_of: dict[tuple[int, ...], set[tuple[str, str]]] = defaultdict(set)
-        for adm in self.admitted.values():
-            for wg_id, ranks in adm.placement:
+        for placement in self._placement.values():
+            for wg_id, ranks in placement.items():
                 if len(ranks) > 1:
                     instances.add(ranks)
                     wg = layout.by_id[wg_id]

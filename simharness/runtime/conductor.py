@@ -224,7 +224,7 @@ class Conductor:
                                          "report after every partition of the request was done"))
             return []
         sends: list[Send] = []
-        touched: list[PartitionState] = []
+        touched: dict[str, PartitionState] = {}  # partition name -> state, in report order
         by_id = self.layout.by_id
         for wg in msg.wgs:
             ps = req.partitions.get(by_id[wg].partition)
@@ -241,11 +241,10 @@ class Conductor:
                 ps.pending[wg] = left - 1
             if msg.partition_done:
                 ps.final_seen = True
-            if msg.tp_rank == 0 and msg.new_tokens and ps not in touched:
+            if msg.tp_rank == 0 and msg.new_tokens and ps.name not in touched:
                 ps.tokens += msg.new_tokens
-            if ps not in touched:
-                touched.append(ps)
-        for ps in touched:
+            touched.setdefault(ps.name, ps)
+        for ps in touched.values():
             if not ps.pending:
                 sends.extend(self._pass_done(req, ps, now))
         if req.partitions and all(p.done for p in req.partitions.values()) and not req.draining:

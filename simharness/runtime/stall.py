@@ -19,7 +19,7 @@ GateDetail = Callable[[str, str, str, GraphState], tuple[str, tuple[str, ...]]]
 
 def blocked_nodes(
     rank: int, runtime: RankRuntime, gate_detail: GateDetail, rid: str,
-    walks: str | Iterable[str], pending: Iterable[str],
+    walks: Iterable[str], pending: Iterable[str],
 ) -> list[ev.BlockedNode]:
     """The nodes of `rid`'s current walks (one per unfinished partition) on this rank that hold
     something, are queued or gated.
@@ -30,7 +30,7 @@ def blocked_nodes(
     rs = runtime.requests.get(rid)
     if rs is None:
         return []
-    current = {walks} if isinstance(walks, str) else set(walks)
+    current = set(walks)
     pending = set(pending)
     blocked: list[ev.BlockedNode] = []
     for wg_id, st in rs.states.items():

@@ -386,8 +386,7 @@ def _node_facts(raw: Any, facts: dict[str, WalkFacts]) -> dict[str, NodeFacts]:
         kv_label = None
         if m.get("kv_label") is not None:
             kv_label = f.name(m["kv_label"], f.join(path, "kv_label"), "a KV cache label")
-        out[node] = NodeFacts(base.service_ms, base.per_request_ms, base.max_batch, base.tokens,
-                              per_walk, script, kv_label)
+        out[node] = NodeFacts(base, per_walk, script, kv_label)
     return out
 
 

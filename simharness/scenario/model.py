@@ -49,19 +49,14 @@ class NodeFacts:
     and the KV cache label of a KV-cache node (its pages must be pulled to a rank before the
     node can run there, as mstar's ``check_ready`` requires)."""
 
-    service_ms: float = 1.0
-    per_request_ms: float = 0.0
-    max_batch: int | None = None
-    tokens: int = 1
+    #: the cost in every walk without an override
+    base: WalkCost = WalkCost()
     per_walk: Mapping[str, WalkCost] = field(default_factory=dict)
     script: tuple[ScriptStep, ...] = ()
     kv_label: str | None = None
 
     def cost(self, walk: str) -> WalkCost:
-        own = self.per_walk.get(walk)
-        if own is not None:
-            return own
-        return WalkCost(self.service_ms, self.per_request_ms, self.max_batch, self.tokens)
+        return self.per_walk.get(walk, self.base)
 
 
 @dataclass(frozen=True, slots=True)
