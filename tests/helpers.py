@@ -85,3 +85,16 @@ def needs_mstar():
     return [pytest.mark.mstar,
             pytest.mark.skipif(not mstar_adapter.is_available(),
                                reason=f"mstar-ai is not installed ({mstar_adapter.PIP_INSTALL})")]
+
+
+#: the plugin prefix of the runtimes broken on purpose (``tests/quality/broken*.py``)
+BROKEN = "tests.quality.broken:"
+
+
+def caught(sc: Scenario, runtime: str, check: str, clean: str = "mstar-python") -> list[Any]:
+    """The `check` violations a broken `runtime` causes on `sc`, after showing that the `clean`
+    runtime passes the same scenario (so the check fires because of the breakage)."""
+    assert run_scenario(sc, clean).violations == [], f"{clean} is not clean on this scenario"
+    found = [v for v in run_scenario(sc, runtime).violations if v.check == check]
+    assert found, f"{check} did not fire under {runtime}"
+    return found

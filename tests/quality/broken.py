@@ -16,8 +16,13 @@ from simharness.runtime.streams import StreamBuffer
 from simharness.runtime.worker_loop import WorkerLoop
 
 
-class _Rank(RankRuntime):
-    pass
+class _WithRank(MstarPython):
+    """mstar-python whose ranks are `rank_class`: a broken runtime names its broken rank."""
+
+    rank_class: type[RankRuntime] = RankRuntime
+
+    def build_rank(self, rank, layout):
+        return self.rank_class(rank, layout, self.semantics)
 
 
 class OffByOneLoop(MstarPython):
@@ -56,11 +61,10 @@ class _StickyRank(RankRuntime):
         return _StickyCounterState(self.specs[wg_id])
 
 
-class LeavesLoopState(MstarPython):
+class LeavesLoopState(_WithRank):
     """Resetting a worker graph forgets to rewind its loops: state is left behind at teardown."""
 
-    def build_rank(self, rank, layout):
-        return _StickyRank(rank, layout, self.semantics)
+    rank_class = _StickyRank
 
 
 class _LossyRank(RankRuntime):
@@ -74,11 +78,10 @@ class _LossyRank(RankRuntime):
         return done
 
 
-class LosesCrossRankEdges(MstarPython):
+class LosesCrossRankEdges(_WithRank):
     """Edges to other ranks vanish at loop counter 1: the peer waits for ever."""
 
-    def build_rank(self, rank, layout):
-        return _LossyRank(rank, layout, self.semantics)
+    rank_class = _LossyRank
 
 
 class _ShuffledRank(RankRuntime):
@@ -97,11 +100,10 @@ class _ShuffledRank(RankRuntime):
         return done
 
 
-class UnseededOrder(MstarPython):
+class UnseededOrder(_WithRank):
     """Serves ready work in an order drawn from an unseeded random source."""
 
-    def build_rank(self, rank, layout):
-        return _ShuffledRank(rank, layout, self.semantics)
+    rank_class = _ShuffledRank
 
 
 # -- streams, TP, dynamic stops, KV hand-off ----------------------------------------------------
@@ -126,13 +128,14 @@ class _BufferRank(RankRuntime):
             req.buffers[edge] = new
 
 
-class LosesFinalItem(MstarPython):
+class _LosesFinalItemRank(_BufferRank):
+    buffer_class = _LoseFinal
+
+
+class LosesFinalItem(_WithRank):
     """The final chunk of every stream drops its last item."""
 
-    def build_rank(self, rank, layout):
-        rt = _BufferRank(rank, layout, self.semantics)
-        rt.buffer_class = _LoseFinal
-        return rt
+    rank_class = _LosesFinalItemRank
 
 
 class _TwiceFinal(StreamBuffer):
@@ -144,13 +147,14 @@ class _TwiceFinal(StreamBuffer):
         return chunk
 
 
-class DuplicatesFinalChunk(MstarPython):
+class _DuplicatesFinalChunkRank(_BufferRank):
+    buffer_class = _TwiceFinal
+
+
+class DuplicatesFinalChunk(_WithRank):
     """Every stream releases two final chunks."""
 
-    def build_rank(self, rank, layout):
-        rt = _BufferRank(rank, layout, self.semantics)
-        rt.buffer_class = _TwiceFinal
-        return rt
+    rank_class = _DuplicatesFinalChunkRank
 
 
 class _FollowerEmits(RankRuntime):
@@ -167,11 +171,10 @@ class _FollowerEmits(RankRuntime):
         return done
 
 
-class FollowerEmits(MstarPython):
+class FollowerEmits(_WithRank):
     """TP followers emit to the client too (a client sees every token twice)."""
 
-    def build_rank(self, rank, layout):
-        return _FollowerEmits(rank, layout, self.semantics)
+    rank_class = _FollowerEmits
 
 
 class _ForgetsReport(RankRuntime):
@@ -182,11 +185,10 @@ class _ForgetsReport(RankRuntime):
         return done
 
 
-class MissingWorkerGraphsDone(MstarPython):
+class MissingWorkerGraphsDone(_WithRank):
     """Rank 1 resets its done worker graphs but never reports them."""
 
-    def build_rank(self, rank, layout):
-        return _ForgetsReport(rank, layout, self.semantics)
+    rank_class = _ForgetsReport
 
 
 class _LateStopRank(RankRuntime):
@@ -204,11 +206,10 @@ class _LateStopRank(RankRuntime):
         return done
 
 
-class LateStopLoops(MstarPython):
+class LateStopLoops(_WithRank):
     """A peer's STOP_LOOPS takes effect one iteration late."""
 
-    def build_rank(self, rank, layout):
-        return _LateStopRank(rank, layout, self.semantics)
+    rank_class = _LateStopRank
 
 
 class _EagerKvLoop(WorkerLoop):
