@@ -61,13 +61,18 @@ def test_a_fuzz_campaign_finds_each_broken_runtime(runtime, check):
 
 
 def test_the_search_finds_what_expect_catches():
-    raw = _search(B + "OffByOneLoop", "expect", expect=True)
-    assert raw["graph"]["walks"]
+    raw = _with_expect(_search(B + "OffByOneLoop", "expect", expect=True))
+    # The found scenario fails expect under the broken runtime only.
+    sc = parse_scenario(copy.deepcopy(raw))
+    assert "expect" in {v.check for v in run_scenario(sc, B + "OffByOneLoop").violations}
+    assert "expect" not in {v.check for v in run_scenario(sc, "mstar-python").violations}
 
 
 def test_the_search_finds_what_determinism_catches():
     raw = _search(B + "UnseededOrder", "determinism", determinism=True)
-    assert raw["workload"]
+    sc = parse_scenario(copy.deepcopy(raw))
+    ok = run_scenario(sc, "mstar-python", check_determinism=True)
+    assert "determinism" not in {v.check for v in ok.violations}
 
 
 def test_correct_runtimes_are_not_flagged_by_the_same_budget():

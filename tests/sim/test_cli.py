@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from simharness.cli import main
 
 
@@ -65,10 +67,9 @@ def test_runtimes_and_layout_verbs(scenarios_dir, capsys):
 
 def test_help_and_no_command(capsys):
     assert main([]) == 2
-    try:
+    with pytest.raises(SystemExit) as exc:
         main(["run", "--help"])
-    except SystemExit as exc:
-        assert exc.code == 0
+    assert exc.value.code == 0
     assert "--runtime" in capsys.readouterr().out
 
 
