@@ -19,7 +19,6 @@ its ranks about each new pass (mstar sends it nothing), so its forwards are comp
 from __future__ import annotations
 
 from collections import defaultdict
-from math import prod
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, counters_text, rid_order
@@ -76,13 +75,7 @@ class ForwardsCheck:
                         n = min(n, draw_stop(sc.seed, rid, part, p, name, dist))
                     iters[name] = n
                 for node in wf.nodes:
-                    chain = wf.loops_of[node]
-                    if chain:
-                        inner = chain[-1]
-                        seq: list[int | None] = list(range(iters[inner.name])) * prod(
-                            iters[lp.name] for lp in chain[:-1])
-                    else:
-                        seq = [None]
+                    seq = wf.counter_sequence(node, iters)
                     for rank in placement[ctx.layout.wg_of[(walk, node)]]:
                         key = (walk, node, rank, rid)
                         if walk in repeating:

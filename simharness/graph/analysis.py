@@ -11,6 +11,7 @@ producing node (or from ``conductor`` for what the walk start provides) to the c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from math import prod
@@ -118,13 +119,17 @@ class WalkFacts:
         """Forwards of `node` per pass when every loop runs to ``max_iters``."""
         return prod(lp.max_iters for lp in self.loops_of[node])
 
-    def counter_sequence(self, node: str) -> list[int | None]:
-        """The innermost loop counter of each forward of one pass, in order (no early stops).
+    def counter_sequence(self, node: str, iters: Mapping[str, int] | None = None) -> list[int | None]:
+        """The innermost loop counter of each forward of one pass, in order.
 
-        A node outside every loop has no counter: its one forward per pass records None.
+        `iters` gives a loop's iteration count where it is not `max_iters` (a dynamic loop's
+        drawn stop). A node outside every loop has no counter: its one forward records None.
         """
         chain = self.loops_of[node]
         if not chain:
             return [None]
-        outer = prod(lp.max_iters for lp in chain[:-1])
-        return list(range(chain[-1].max_iters)) * outer
+
+        def n(lp: Loop) -> int:
+            return lp.max_iters if iters is None else iters.get(lp.name, lp.max_iters)
+
+        return list(range(n(chain[-1]))) * prod(n(lp) for lp in chain[:-1])

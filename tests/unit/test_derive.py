@@ -68,3 +68,6 @@ def test_counter_sequence_of_nested_loops():
     assert facts.iterations("den") == 6
     assert facts.counter_sequence("den") == [0, 1, 2, 0, 1, 2]
     assert facts.counter_sequence("ref") == [0, 1]
+    # A dynamic stop shortens a loop: the drawn count replaces max_iters where given.
+    assert facts.counter_sequence("den", {"inner": 2}) == [0, 1, 0, 1]
+    assert facts.counter_sequence("den", {"outer": 1}) == [0, 1, 2]
