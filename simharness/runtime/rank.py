@@ -110,6 +110,11 @@ class RequestState:
     partitions: frozenset[str] = frozenset()
 
 
+
+def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, GraphState]]:
+    """The request's worker-graph states on this rank that belong to `walk`, in layout order."""
+    return [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
+
 class RankRuntime:
     """The runtime under test on one rank (one worker process in mstar)."""
 
@@ -162,7 +167,7 @@ class RankRuntime:
         part = self.partition_of[walk]
         if req.current.get(part) != (walk, pass_no):
             if part not in req.current or req.current[part][0] != walk:
-                req.walk_states[part] = [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
+                req.walk_states[part] = _states_of_walk(req, walk)
             if part in req.current and req.current[part][1] != pass_no:
                 req.stopped[part] = set()  # a new pass starts with no loop stopped
             req.current[part] = (walk, pass_no)
@@ -363,8 +368,7 @@ class RankRuntime:
             if tp == 0 and (len(ranks) > 1 or ranks[0] not in src_group):
                 externals.append((sig, ranks))
         # The done-sweep runs after local ingest and before anything leaves this rank.
-        current = req.walk_states[part] if req.current[part][0] == walk else [
-            (w, s) for w, s in states.items() if s.spec.walk == walk]
+        current = req.walk_states[part] if req.current[part][0] == walk else _states_of_walk(req, walk)
         for wid, wst in current:
             if wst.done:
                 done.completed_wgs.append(wid)
