@@ -13,22 +13,26 @@ twice or not at all; it still never overtakes an earlier message of its link.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
+
+if TYPE_CHECKING:
+    from simharness.engine.faults import Perturbations
 
 #: Bytes of framing and metadata in every message (request info, edge descriptors).
 CONTROL_BYTES = 512
 
 
 class Network:
-    def __init__(self, env: simpy.Environment, latency_s: float, bandwidth_bytes_per_s: float) -> None:
+    def __init__(self, env: simpy.Environment, latency_s: float, bandwidth_bytes_per_s: float,
+                 faults: Perturbations | None = None) -> None:
         self.env = env
         self.latency = latency_s
         self.bandwidth = bandwidth_bytes_per_s
         self._free_at: dict[tuple[int, int], float] = {}
-        #: the perturbation plan (`simharness.engine.faults.Perturbations`), or None
-        self.faults: Any = None
+        #: the perturbation plan, or None
+        self.faults = faults
         self._last_arrival: dict[tuple[int, int], float] = {}
 
     def send(self, src: int, dst: int, payload_bytes: int, deliver: Callable[[Any], None], msg: Any) -> float:

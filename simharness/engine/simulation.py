@@ -82,19 +82,17 @@ class Simulation:
         self.streams = RandomStreams(scenario.seed)
         self.recorder = Recorder(observers, keep=keep_trace)
         net = scenario.network
-        self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8)
+        self.faults = Perturbations.build(scenario, self.streams)
+        self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8, self.faults)
         self.fake_nodes = FakeNodes(scenario)
         emit = self.recorder.emit
         self.workers = [SimWorker(self, build_worker_loop(runtime, r, self.layout, self.fake_nodes, emit))
                         for r in range(self.layout.num_ranks)]
         self.conductor = build_conductor(runtime, self.layout, self.streams, emit)
         self.client = ApiClient(self.policy, emit)
-        self.faults = Perturbations.build(scenario, self.streams)
-        if self.faults is not None:
-            self.network.faults = self.faults
-            if self.faults.shuffle_ties:
-                for w in self.workers:
-                    w.loop.scheduler.tie_break = self.faults.tie_break
+        if self.faults is not None and self.faults.shuffle_ties:
+            for w in self.workers:
+                w.loop.scheduler.tie_break = self.faults.tie_break
         #: endpoint -> its message handler
         self._handlers: dict[int, Any] = {w.rank: w.deliver for w in self.workers}
         self._handlers[CONDUCTOR_ID] = self._conductor_deliver
