@@ -165,8 +165,8 @@ def message_rates(n: int) -> None:
 
 
 def bagel_both(time_scale: float, device: str) -> None:
+    from real_backends.confirm import compare, summarize
     from real_backends.launcher import RealOptions, run_real
-    from simharness.report.summary import collect_forwards
     from simharness.run import run_scenario
     from simharness.scenario.loader import load_scenario
 
@@ -175,8 +175,7 @@ def bagel_both(time_scale: float, device: str) -> None:
     sim = run_scenario(sc)
     sim_wall = time.perf_counter() - t
     real = run_real(sc, options=RealOptions(device=device, time_scale=time_scale), sim_report=sim)
-    same = ({k: len(v) for k, v in collect_forwards(sim.result.events).items()}
-            == {k: len(v) for k, v in collect_forwards(real.result.events).items()})
+    agree, _ = compare(summarize(sim), summarize(real))
     run_s = real.result.sim_time_s
     print(f"bagel_cfg simulation          {sim_wall:8.3f} s wall ({sim.result.sim_time_s:.2f} s simulated)")
     print(f"bagel_cfg zmq backend         {real.wall_s:8.3f} s wall with start-up, {run_s:.3f} s run "
@@ -184,7 +183,7 @@ def bagel_both(time_scale: float, device: str) -> None:
           f"scaled service time)")
     print(f"wall-time ratio zmq / sim     {real.wall_s / sim_wall:8.1f}x with start-up, "
           f"{run_s / sim_wall:.1f}x run only; backend overhead over the scaled time "
-          f"{run_s / (sim.result.sim_time_s * time_scale):.2f}x; same forward counts: {same}")
+          f"{run_s / (sim.result.sim_time_s * time_scale):.2f}x; confirm agrees: {agree}")
 
 
 def main() -> None:

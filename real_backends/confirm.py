@@ -20,9 +20,17 @@ from collections import Counter
 from typing import Any, TextIO
 
 from simharness.checks.base import rid_order
+from simharness.report.summary import build_summary
 
 #: Checks whose details depend on message timing; compared by presence only.
 TIMING_DEPENDENT = ("drain",)
+
+
+def summarize(report: Any) -> dict[str, Any]:
+    """A run's summary JSON plus how each request ended, which `compare` holds to agreement."""
+    out = build_summary(report)
+    out["request_outcomes"] = dict(report.result.outcomes)
+    return out
 
 
 def _forwards(summary: dict[str, Any]) -> dict[tuple[str, str, int, str], list[Any]]:

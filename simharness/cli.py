@@ -298,20 +298,17 @@ def _run_real(scenario, args: argparse.Namespace, seed: int | None, sim_report=N
 
 
 def _confirm(args: argparse.Namespace) -> int:
-    from simharness.report.summary import build_summary
     from simharness.run import run_scenario
     from simharness.scenario.loader import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
     seed = _seed(args)
     _real_options(args)  # fail on a missing dependency before simulating anything
-    from real_backends.confirm import compare, render
+    from real_backends.confirm import compare, render, summarize
 
     sim = run_scenario(scenario, args.runtime, seed)
     real = _run_real(scenario, args, seed, sim_report=sim)
-    a, b = build_summary(sim), build_summary(real)
-    a["request_outcomes"] = dict(sim.result.outcomes)
-    b["request_outcomes"] = dict(real.result.outcomes)
+    a, b = summarize(sim), summarize(real)
     agree, diffs = compare(a, b)
     if args.json:
         _print_json({"sim": a, "real": b, "agree": agree, "differences": diffs})

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from simharness.explore.campaign import CampaignResult
+from simharness.explore.campaign import DEFAULT_CHUNK, CampaignResult
 from simharness.explore.corpus import find_case, write_case
 from simharness.explore.coverage import UNIVERSE, summarize
 
@@ -105,7 +105,7 @@ def campaign_summary(r: CampaignResult, paths: dict[str, tuple[Path, bool]]) -> 
         "shrink_s": round(r.shrink_s, 2),
         "reproduce": (f"simharness fuzz --runtime {cfg.runtime} --seed {cfg.seed} "
                       f"--examples {r.examples}"
-                      + (f" --chunk-size {cfg.chunk_size}" if cfg.chunk_size != 50 else "")
+                      + (f" --chunk-size {cfg.chunk_size}" if cfg.chunk_size != DEFAULT_CHUNK else "")
                       + (" --tolerated-only" if cfg.tolerated_only else "")),
     }
 
