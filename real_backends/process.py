@@ -79,6 +79,8 @@ class _Process:
         self.probe: int | None = None
         self.running = True
         self.started = False
+        #: payloads that arrived with the message being decoded, filed once it is handled
+        self._arrived: list[tuple[Signal, Payload]] = []
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -100,6 +102,16 @@ class _Process:
 
     def payload_of(self, sig: Signal) -> Any:
         return None
+
+    def _on_payload(self, sig: Signal, p: Payload) -> None:
+        self._arrived.append((sig, p))
+
+    def file_arrived(self, into: dict[tuple[int, int], Any], convert: Any = None) -> None:
+        """File the payloads that came with the message just decoded under their signal's
+        identity (producing rank, seq), converted by `convert` if given."""
+        for sig, p in self._arrived:
+            into[_key(sig)] = p if convert is None else convert(p)
+        self._arrived.clear()
 
     def launcher_alive(self) -> bool:
         return os.getppid() == self.parent
@@ -153,7 +165,6 @@ class RankProcess(_Process):
         self._results: dict[str, Any] = {}
         #: signals produced by the finishing batch that left this rank only (freed once sent)
         self._sent_only: list[tuple[str, tuple[int, int]]] = []
-        self._arrived: list[tuple[Signal, Payload]] = []
         self._pending_sends: list[Send] = []
         self._to_free: list[tuple[str, tuple[int, int]]] = []
 
@@ -184,9 +195,6 @@ class RankProcess(_Process):
                 return t
         return None
 
-    def _on_payload(self, sig: Signal, p: Payload) -> None:
-        self._arrived.append((sig, p))
-
     # -- the loop ----------------------------------------------------------------------------
 
     def handle(self, msg: Any) -> None:
@@ -201,10 +209,8 @@ class RankProcess(_Process):
         if self._arrived:
             from real_backends.tensors import tensor_from_payload
 
-            mine = self.store.setdefault(msg.rid, {})
-            for sig, p in self._arrived:
-                mine[_key(sig)] = tensor_from_payload(p, self.device)
-            self._arrived.clear()
+            self.file_arrived(self.store.setdefault(msg.rid, {}),
+                              lambda p: tensor_from_payload(p, self.device))
         self.handled += 1
         sends = self.loop.handle(msg, self.now())
         if sends:
@@ -299,11 +305,7 @@ class ConductorProcess(_Process):
                                          self.emit)
         #: rid -> (producing rank, seq) -> payload of a persisted signal
         self.persisted: dict[str, dict[tuple[int, int], Payload]] = {}
-        self._arrived: list[tuple[Signal, Payload]] = []
         self._rid = ""
-
-    def _on_payload(self, sig: Signal, p: Payload) -> None:
-        self._arrived.append((sig, p))
 
     def payload_of(self, sig: Signal) -> Any:
         if not sig.nbytes:
@@ -341,10 +343,7 @@ class ConductorProcess(_Process):
             self.transport.send(CLIENT_ID, ctl.StallInfo(msg.round, self.stall_info()))
         else:
             if self._arrived:
-                mine = self.persisted.setdefault(msg.rid, {})
-                for sig, p in self._arrived:
-                    mine[_key(sig)] = p
-                self._arrived.clear()
+                self.file_arrived(self.persisted.setdefault(msg.rid, {}))
             self.handled += 1
             self.carry_out(c.handle(msg, now))
 
