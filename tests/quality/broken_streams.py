@@ -7,8 +7,10 @@ They are loaded the way any plugin runtime is, by ``tests.quality.broken_streams
 
 from __future__ import annotations
 
+from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
+from simharness.runtime.worker_loop import WorkerLoop
 from tests.quality.broken import _BufferRank, _WithRank
 
 # -- StreamBuffers that release wrong chunks ----------------------------------------------------
@@ -119,3 +121,77 @@ class ReplaysChunks(_WithRank):
     pass, so the next pass consumes it again."""
 
     rank_class = _ReplaysChunkRank
+
+
+# -- speculation past a dynamic stop ------------------------------------------------------------
+
+
+class _SpeculatesPastStopLoop(WorkerLoop):
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._again: set[str] = set()  # rids speculated a second time past their stop
+        self._once: set[str] = set()
+
+    def _plan_speculation(self, batch, now):
+        # The overshoot batch finishes with the stop still pending: speculate once more anyway.
+        again = [r for r in batch.rids if batch.speculative and r in self.pending_stops
+                 and r not in self._once and self.runtime.state_of(r, batch.walk, batch.node)]
+        if not again:
+            return super()._plan_speculation(batch, now)
+        self._again.update(again)
+        self._once.update(again)
+        for rid in again:
+            self.runtime.state_of(rid, batch.walk, batch.node).scheduled.add(batch.node)
+        self._spec = self.scheduler.speculative_batch(batch.node, batch.walk, again)
+
+    def _postprocess(self, batch, now):
+        keep = self._again & set(batch.rids) if batch.speculative else set()
+        self._again -= keep
+        sends = super()._postprocess(batch, now)
+        self.pending_stops |= keep  # the second speculative step is discarded too
+        return sends
+
+
+class SpeculatesPastStop(MstarPython):
+    """After a dynamic stop, a self-loop speculates two steps instead of one: both are discarded."""
+
+    worker_loop_class = _SpeculatesPastStopLoop
+
+
+# -- forwards outside any loop ------------------------------------------------------------------
+
+
+class _RerunsRank(RankRuntime):
+    def complete(self, rid, node, walk):
+        wg = self.wg_of[(walk, node)]
+        st = self.requests[rid].states[wg]
+        inputs = list(st.cur[node].values())
+        done = super().complete(rid, node, walk)
+        seen = self.__dict__.setdefault("_rerun", set())
+        if st.spec.nodes[node].loop is None and wg in done.completed_wgs and (rid, wg) not in seen:
+            seen.add((rid, wg))
+            for sig in inputs:
+                st.ingest(sig)  # the reset worker graph gets the inputs back: the node runs again
+        return done
+
+
+class RerunsLastNode(_WithRank):
+    """The node (in no loop) whose run completes a worker graph finds its inputs again after the
+    reset, and runs a second time, once per request and worker graph."""
+
+    rank_class = _RerunsRank
+
+
+class _EveryReplicaRank(RankRuntime):
+    def admit(self, rid, walk, pass_no, assignment, partitions=None):
+        hosted = {wg.id for wg in self.layout.worker_graphs if self.rank in wg.ranks}
+        wg_ranks = {wg: ranks if wg not in hosted or self.rank in ranks else (*ranks, self.rank)
+                    for wg, ranks in assignment.wg_ranks.items()}
+        super().admit(rid, walk, pass_no, type(assignment)(wg_ranks), partitions)
+
+
+class RunsEveryReplica(_WithRank):
+    """A rank runs a request's worker graphs on every data-parallel replica it hosts, not only
+    on the replica the conductor chose for the request: it runs nodes it was never assigned."""
+
+    rank_class = _EveryReplicaRank

@@ -11,7 +11,7 @@ from simharness import events as ev
 from simharness.run import run_scenario
 from simharness.scenario import load_scenario
 from tests.conftest import SCENARIOS
-from tests.helpers import caught
+from tests.helpers import BROKEN, build, caught, node, raw_scenario
 
 B = "tests.quality.broken_streams:"
 
@@ -70,6 +70,54 @@ def test_a_consumer_running_twice_on_a_chunk_is_caught_by_streams():
     assert _messages(found) == ["stream 'new_token' to rank 1: snac_decoder ran 81 passes for 41 chunks "
                                 "released: each chunk is one pass"]
     assert found[0].details == {"edge": "new_token", "runs": 81, "chunks": 41}
+
+
+# -- forwards -----------------------------------------------------------------------------------
+
+
+def test_a_second_speculation_past_a_dynamic_stop_is_caught_by_forwards():
+    sc = _load("orpheus", ONE_TTS_300)
+    # The allowance: mstar-python overshoots once per dynamic stop.
+    clean = run_scenario(sc, "mstar-python")
+    assert sum(type(e) is ev.Overshoot for e in clean.result.events) == 1
+    found = caught(sc, B + "SpeculatesPastStop", "forwards")
+    assert _messages(found) == [
+        "2 speculative forwards were discarded; at most one per dynamic stop is expected"]
+    assert (found[0].walk, found[0].node, found[0].rank) == ("decode", "LLM", 0)
+    assert found[0].details == {"overshoots": 2}
+
+
+def _two_nodes(groups, count):
+    walk = {"sequential": [node("A", ["x"], [("y", "B")]), node("B", ["y"], [("out", "client")])]}
+    return build(raw_scenario({"w": walk}, groups, requests={"r": {"walks": ["w"], "inputs": ["x"]}},
+                              workload=[{"request": "r", "count": count}]))
+
+
+def test_a_node_outside_loops_running_twice_is_caught_by_forwards():
+    sc = _two_nodes([{"node_names": ["A", "B"], "ranks": [0]}], count=2)
+    found = caught(sc, B + "RerunsLastNode", "forwards")
+    assert _messages(found) == ["2 forwards, expected 1: 1 extra forward (the node is in no loop)"] * 2
+    assert {(v.node, v.request) for v in found} == {("B", "r0"), ("B", "r1")}
+
+
+def test_a_node_run_on_a_replica_the_request_was_not_given_is_caught_by_forwards():
+    # B has two data-parallel replicas (ranks 0 and 1); A runs on rank 1.
+    sc = _two_nodes([{"node_names": ["A"], "ranks": [1]}, {"node_names": ["B"], "ranks": [0, 1]}], count=4)
+    rep = run_scenario(sc, "mstar-python")
+    on_replica_0 = sorted(e.rid for e in rep.result.events
+                          if type(e) is ev.Admitted and dict(e.placement)["w#1"] == (0,))
+    assert on_replica_0 and len(on_replica_0) < 4  # both replicas are chosen
+    found = caught(sc, B + "RunsEveryReplica", "forwards")
+    assert _messages(found) == ["1 forwards, expected 0: ran 1 forwards where none were expected "
+                                "(loop counters -)"] * len(on_replica_0)
+    assert sorted(v.request for v in found) == on_replica_0
+    assert {(v.node, v.rank) for v in found} == {("B", 1)}
+
+
+def test_an_extra_pass_of_a_walk_repeated_until_its_final_chunk_is_caught_by_forwards():
+    found = caught(_load("orpheus", ONE_TTS_300), BROKEN + "DuplicatesFinalChunk", "forwards")
+    assert _messages(found) == ["42 forwards over its repeated passes, expected 41"]
+    assert (found[0].walk, found[0].node) == ("snac_chunk", "snac_decoder")
 
 
 # -- expect -------------------------------------------------------------------------------------
