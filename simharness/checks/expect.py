@@ -37,20 +37,24 @@ class ExpectCheck:
                 continue
             adm = self.admitted[rid]
             placement = dict(adm.placement)
-            wanted = dict(ctx.scenario.expect.forwards_per_request)
+            # walk -> node -> (count, the expect key it came from); a kind's own count wins
+            wanted: dict[str, dict[str, tuple[int, str]]] = {}
+            for walk, per_node in ctx.scenario.expect.forwards_per_request.items():
+                wanted[walk] = {node: (n, "expect.forwards_per_request") for node, n in per_node.items()}
+            source = f"expect.per_request_kind.{adm.request_kind}"
             for walk, per_node in ctx.scenario.expect.per_request_kind.get(adm.request_kind, {}).items():
-                wanted[walk] = {**wanted.get(walk, {}), **per_node}
+                wanted.setdefault(walk, {}).update({node: (n, source) for node, n in per_node.items()})
             for walk, per_node in wanted.items():
                 if walk not in adm.walks:
                     continue
-                for node, n in per_node.items():
+                for node, (n, key) in per_node.items():
                     for rank in placement[ctx.layout.wg_of[(walk, node)]]:
                         got = self.counts[(walk, node, rank, rid)]
                         if got != n:
                             out.append(Violation(
                                 self.name,
                                 f"expected {n} forwards of {node} in {walk} per request "
-                                f"(expect.forwards_per_request), got {got} on rank {rank}",
+                                f"({key}), got {got} on rank {rank}",
                                 walk=walk, node=node, rank=rank, request=rid,
                                 details={"count": got, "expected": n}))
         return out
