@@ -342,7 +342,7 @@ class Launcher:
 
     def _stall_all(self, reason: str) -> None:
         """Report every unfinished request as hung (`Stalled` with each rank's blocked nodes) and
-        abort it, as the API would."""
+        abort it, as the API would; at quiescence, only the admitted ones if there are any."""
         self._round += 1
         rnd = self._round
         self.send(CONDUCTOR_ID, ctl.StallQuery(rnd))
@@ -350,6 +350,10 @@ class Launcher:
             info = [(rid, "", 0, [], [], []) for rid in self.unfinished()]
         else:
             info = self._stall_info.pop(rnd)
+        if reason == "quiescence":
+            # As in the simulation: only admitted requests hang; a queued one gets the slot that
+            # an abort frees, and runs (unless nothing is admitted: then it was never admitted).
+            info = [i for i in info if i[1]] or info
         wanted = []
         for rid, walk, _step, pending, ranks, walks in info:
             if walk:

@@ -61,9 +61,13 @@ class LivenessCheck:
             when = ("no event was left" if s.reason == "quiescence"
                     else f"it passed its {ctx.scenario.limits.request_timeout_s:g} s timeout")
             first = chain[0] if chain else {}
-            msg = (f"{s.rid} hung in walk {s.walk} (pass {s.pass_no}) at t={s.t:.3f} s ({when}). "
-                   + ". ".join(lines)
-                   + (f". Worker graphs not done: {pending}" if pending else ""))
+            # A request admitted just before its deadline, or one whose work is all in flight,
+            # has no node that holds or waits for anything yet.
+            sentences = [f"{s.rid} hung in walk {s.walk} (pass {s.pass_no}) at t={s.t:.3f} s ({when})",
+                         *(lines or ["No node of the walk holds an input or waits on a gate"])]
+            if pending:
+                sentences.append(f"Worker graphs not done: {pending}")
+            msg = ". ".join(sentences)
             out.append(Violation(
                 self.name, msg, walk=s.walk, node=first.get("node"), rank=first.get("rank"),
                 request=s.rid,

@@ -9,8 +9,9 @@ The run loop steps the simpy environment itself so that it can notice two things
 would not tell apart:
 
 * quiescence: no event is left but some request has not ended. That is a hang, found in
-  simulated time without waiting for any timeout; every such request is reported (`Stalled`,
-  with what each node holds and misses) and then torn down as the API's abort would;
+  simulated time without waiting for any timeout; every such admitted request is reported
+  (`Stalled`, with what each node holds and misses) and then torn down as the API's abort
+  would, which lets the requests queued behind it in;
 * a request's deadline (``limits.request_timeout_s``, mstar's 600 s API timeout) passing while
   other work keeps the simulation busy: reported and torn down the same way.
 
@@ -186,7 +187,11 @@ class Simulation:
                 unfinished = conductor.unfinished()
                 if not unfinished:
                     break
-                for rid in unfinished:
+                # Only admitted requests hang: one waiting for a concurrency slot gets the slot
+                # an abort below frees, and runs. A queue that no admitted request holds up
+                # (a conductor that never admits it) is reported as never admitted.
+                admitted = [rid for rid in unfinished if conductor.stall_position(rid) is not None]
+                for rid in admitted or unfinished:
                     self._stall(rid, "quiescence")
                 continue
             deadline = conductor.next_deadline()

@@ -32,9 +32,12 @@ def build_worker_loop(runtime: Any, rank: int, layout: Layout, nodes: FakeNodes,
 
 def build_conductor(runtime: Any, layout: Layout, streams: RandomStreams,
                     emit: Callable[[Any], None]) -> Conductor:
-    """The conductor; replicas are chosen from the seed's ``placement`` stream."""
-    return Conductor(layout.scenario, layout, policy_of(runtime),
-                     lambda n: streams.choice_index("placement", n), emit)
+    """The conductor; replicas are chosen from the seed's ``placement`` stream. mstar's conductor
+    is part of the runtime under test too, so a runtime may bring its own `Conductor` subclass
+    (`conductor_class`)."""
+    conductor_class = getattr(runtime, "conductor_class", None) or Conductor
+    return conductor_class(layout.scenario, layout, policy_of(runtime),
+                           lambda n: streams.choice_index("placement", n), emit)
 
 
 __all__ = ["build_conductor", "build_worker_loop", "policy_of"]

@@ -4,7 +4,8 @@ A runtime is an object with a ``name`` and ``build_rank(rank, layout)`` returnin
 pure state machine (see `simharness.runtime.rank.RankRuntime` for the methods the drivers call).
 It also states the policies of mstar's worker loop and conductor that differ between mstar
 versions (`LoopPolicy`); the drivers carry them out. A runtime may set ``worker_loop_class`` to
-a `WorkerLoop` subclass when its worker loop itself differs.
+a `WorkerLoop` subclass when its worker loop itself differs, and ``conductor_class`` to a
+`Conductor` subclass when its conductor does.
 """
 
 from __future__ import annotations

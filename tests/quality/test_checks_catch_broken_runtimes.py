@@ -59,6 +59,13 @@ def test_loop_exit_catches_the_drift_in_a_two_rank_split_loop():
     assert "loop_exit" in checks_failed(rep)
     v = next(v for v in rep.violations if v.check == "loop_exit")
     assert (v.node, v.rank) == ("B", 1) and "x→A (sent to rank 0)" in v.message
+    # The stray pass's y reaches rank 1 after the request was removed there: drain reports the
+    # drop per request and what stays parked at the end.
+    drains = [v.message for v in rep.violations if v.check == "drain"]
+    assert drains.count("rank 1 dropped y from A@0 at counter 0: arrived after the request was removed "
+                        "on this rank; parked in unprocessed messages forever") == 2
+    assert ("rank 1 ends with messages parked for removed requests (never processed, never freed): "
+            "1 input_signals for r0 and 1 input_signals for r1") in drains
 
 
 def test_drain_catches_state_left_behind(bagel):

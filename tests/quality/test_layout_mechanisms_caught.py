@@ -58,6 +58,11 @@ def test_a_missing_worker_graphs_done_is_caught():
     assert {"worker_graphs", "liveness"} <= checks_failed(rep)
     wg = next(v for v in rep.violations if v.check == "worker_graphs")
     assert "never reported done" in wg.message and 1 in wg.details["ranks"]
+    # tp_agreement sees the two ranks of the instance disagree on the same forward's effects.
+    tp = [v for v in rep.violations if v.check == "tp_agreement"]
+    assert tp and all(v.rank == 1 for v in tp)
+    assert tp[0].message == ("LLM at counter None dropped [], finished [] and completed [] on rank 1 "
+                             "but [], [] and ['prefill#0'] on rank 0")
 
 
 def _split_dynamic_loop():

@@ -15,6 +15,7 @@ import pytest
 from real_backends.launcher import RealOptions, run_real
 from simharness.cli import main
 from simharness.report.summary import build_summary, collect_forwards
+from simharness.run import run_scenario
 from simharness.scenario.loader import load_scenario
 from tests.real.conftest import FAST, TWO_REQUESTS
 
@@ -79,6 +80,21 @@ def test_counter_scenario_hangs_and_every_process_is_reaped(no_orphans):
     assert v.node in BRANCHES
     assert report.result.outcomes == {"r0": "hung"}
     assert not os.path.exists(report.extra["run_dir"])
+
+
+def test_a_request_queued_behind_a_hang_runs_and_hangs_on_its_own(no_orphans):
+    # One slot: r1 waits while r0 hangs. Aborting r0 admits r1, which runs into the same hang
+    # (it used to be reported as never admitted at r0's quiescence); the simulation agrees.
+    sets = ("workload=[{request: t2i_two_images, count: 2, concurrency: 2}]",
+            "placement.max_concurrent_requests=1")
+    report = real("bagel_cfg_counter.yaml", "mstar-rust-prefix", *sets)
+    from tests.conftest import SCENARIOS
+    sim = run_scenario(load_scenario(SCENARIOS / "bagel_cfg_counter.yaml", list(sets)), "mstar-rust-prefix")
+    for rep in (report, sim):
+        hangs = [v for v in rep.violations if v.check == "liveness"]
+        assert [(v.request, v.walk, v.details["reason"]) for v in hangs] == [
+            ("r0", "image_gen_cfg", "quiescence"), ("r1", "image_gen_cfg", "quiescence")]
+        assert rep.result.outcomes == {"r0": "hung", "r1": "hung"}
 
 
 def test_a_deadline_turns_a_hang_into_a_timeout_report(no_orphans):

@@ -55,7 +55,11 @@ def test_a_duplicated_report_is_noticed_and_a_duplicated_signal_replays():
 
 def test_a_crashed_rank_hangs_its_requests_and_a_slow_one_only_slows():
     crash = {**split_loop(), "faults": [{"kind": "crash", "rank": 1, "at_ms": 0.5}]}
-    assert "liveness" in checks_failed(run(crash, "mstar-python"))
+    rep = run(crash, "mstar-python")
+    assert "liveness" in checks_failed(rep)
+    # The dead rank never processed r0's REMOVE: drain reports the state it still holds.
+    assert "rank 1 still holds state for r0 at the end of the run" in [
+        v.message for v in rep.violations if v.check == "drain"]
     slow = {**split_loop(), "faults": [{"kind": "slow_rank", "rank": 1, "factor": 10}]}
     rep = run(slow, "mstar-python")
     assert rep.violations == []
