@@ -21,3 +21,11 @@ SCENARIOS = ROOT / "scenarios"
 @pytest.fixture
 def scenarios_dir() -> Path:
     return SCENARIOS
+
+
+@pytest.fixture(scope="session")
+def bagel():
+    """The default scenario, loaded once (a Scenario is immutable)."""
+    from simharness.scenario import load_scenario
+
+    return load_scenario(SCENARIOS / "bagel_cfg.yaml")

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from simharness.run import run_scenario
-from simharness.scenario import load_scenario
+from tests.helpers import BROKEN as B
 from tests.helpers import build, checks_failed, node, raw_scenario, split_loop
-
-B = "tests.quality.broken:"
-
-
-@pytest.fixture(scope="module")
-def bagel():
-    from tests.conftest import SCENARIOS
-    return load_scenario(SCENARIOS / "bagel_cfg.yaml")
 
 
 def _decode_loop(max_iters=4, expect=None):

@@ -17,8 +17,8 @@ from simharness import strategies as sst
 from simharness.explore.campaign import CampaignConfig, run_campaign
 from simharness.run import run_scenario, simulate
 from simharness.scenario import parse_scenario
+from tests.helpers import BROKEN as B
 
-B = "tests.quality.broken:"
 BUDGET = settings(max_examples=300, database=None, phases=[Phase.generate], deadline=None,
                   derandomize=False, suppress_health_check=list(HealthCheck))
 LOOPY = frozenset({"loops", "multi_member_loops", "parallel", "multi_rank", "sibling_groups",

@@ -7,9 +7,8 @@ import pytest
 from simharness.run import run_scenario
 from simharness.scenario import load_scenario
 from tests.conftest import SCENARIOS
+from tests.helpers import BROKEN as B
 from tests.helpers import build, checks_failed, node, raw_scenario
-
-B = "tests.quality.broken:"
 
 
 def _load(name, *sets):

@@ -11,12 +11,6 @@ from simharness.scenario import load_scenario
 BRANCHES = (("LLM", 0), ("LLM_cfg_text", 1), ("LLM_cfg_img", 2))
 
 
-@pytest.fixture(scope="module")
-def bagel(request):
-    from tests.conftest import SCENARIOS
-    return load_scenario(SCENARIOS / "bagel_cfg.yaml")
-
-
 def _by_node(report):
     out = {}
     for (walk, node, rank, rid), counters in collect_forwards(report.result.events).items():

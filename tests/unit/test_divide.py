@@ -10,12 +10,12 @@ from tests.helpers import build, node, raw_scenario
 
 
 @pytest.fixture
-def bagel(scenarios_dir):
-    return Layout.build(load_scenario(scenarios_dir / "bagel_cfg.yaml"))
+def bagel_layout(bagel):
+    return Layout.build(bagel)
 
 
-def test_bagel_cfg_parallel_splits_into_five_worker_graphs(bagel):
-    wgs = bagel.by_walk["image_gen_cfg"]
+def test_bagel_cfg_parallel_splits_into_five_worker_graphs(bagel_layout):
+    wgs = bagel_layout.by_walk["image_gen_cfg"]
     shapes = [(tuple(wg.node_names), wg.ranks) for wg in wgs]
     # combine_cfg is not merged with LLM: the Parallel's last piece is LLM_cfg_img's group.
     assert shapes == [
@@ -25,8 +25,8 @@ def test_bagel_cfg_parallel_splits_into_five_worker_graphs(bagel):
     assert wgs[0].group == wgs[3].group  # same node group, sibling worker graphs on rank 0
 
 
-def test_every_loop_copy_carries_the_whole_loop_back_set_but_only_its_outputs(bagel):
-    copies = [wg.section for wg in bagel.by_walk["image_gen_cfg"][:4]]
+def test_every_loop_copy_carries_the_whole_loop_back_set_but_only_its_outputs(bagel_layout):
+    copies = [wg.section for wg in bagel_layout.by_walk["image_gen_cfg"][:4]]
     assert all(isinstance(c, Loop) and c.name == "denoise" for c in copies)
     assert all(len(loop_back_pairs(c)) == 8 for c in copies)
     # Only combine_cfg produces latents, so only its copy keeps latents -> vae_decoder.
