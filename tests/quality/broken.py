@@ -128,14 +128,21 @@ class _BufferRank(RankRuntime):
             req.buffers[edge] = new
 
 
-class _LosesFinalItemRank(_BufferRank):
-    buffer_class = _LoseFinal
+class _WithBuffer(_WithRank):
+    """mstar-python whose stream buffers are `buffer_class`: a broken runtime names its buffer."""
+
+    buffer_class: type[StreamBuffer] = StreamBuffer
+
+    def build_rank(self, rank, layout):
+        rt = _BufferRank(rank, layout, self.semantics)
+        rt.buffer_class = self.buffer_class
+        return rt
 
 
-class LosesFinalItem(_WithRank):
+class LosesFinalItem(_WithBuffer):
     """The final chunk of every stream drops its last item."""
 
-    rank_class = _LosesFinalItemRank
+    buffer_class = _LoseFinal
 
 
 class _TwiceFinal(StreamBuffer):
@@ -147,14 +154,10 @@ class _TwiceFinal(StreamBuffer):
         return chunk
 
 
-class _DuplicatesFinalChunkRank(_BufferRank):
-    buffer_class = _TwiceFinal
-
-
-class DuplicatesFinalChunk(_WithRank):
+class DuplicatesFinalChunk(_WithBuffer):
     """Every stream releases two final chunks."""
 
-    rank_class = _DuplicatesFinalChunkRank
+    buffer_class = _TwiceFinal
 
 
 class _FollowerEmits(RankRuntime):

@@ -11,7 +11,7 @@ from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
 from simharness.runtime.worker_loop import WorkerLoop
-from tests.quality.broken import _BufferRank, _WithRank
+from tests.quality.broken import _WithBuffer, _WithRank
 
 # -- StreamBuffers that release wrong chunks ----------------------------------------------------
 
@@ -24,14 +24,10 @@ class _SkipsIndex(StreamBuffer):
         return chunk
 
 
-class _SkipsChunkIndexRank(_BufferRank):
-    buffer_class = _SkipsIndex
-
-
-class SkipsChunkIndex(_WithRank):
+class SkipsChunkIndex(_WithBuffer):
     """Every stream numbers its chunks 0, 2, 3, ...: index 1 is skipped."""
 
-    rank_class = _SkipsChunkIndexRank
+    buffer_class = _SkipsIndex
 
 
 class _DropsMiddle(StreamBuffer):
@@ -43,14 +39,10 @@ class _DropsMiddle(StreamBuffer):
         return chunk
 
 
-class _DropsMiddleItemRank(_BufferRank):
-    buffer_class = _DropsMiddle
-
-
-class DropsMiddleItem(_WithRank):
+class DropsMiddleItem(_WithBuffer):
     """The second chunk of every stream (not its final one) loses an item from its middle."""
 
-    rank_class = _DropsMiddleItemRank
+    buffer_class = _DropsMiddle
 
 
 class _FinalDespiteContinue(StreamBuffer):
@@ -63,14 +55,10 @@ class _FinalDespiteContinue(StreamBuffer):
         return chunk
 
 
-class _FinalDespiteContinueRank(_BufferRank):
-    buffer_class = _FinalDespiteContinue
-
-
-class FinalDespiteContinue(_WithRank):
+class FinalDespiteContinue(_WithBuffer):
     """A stream that continues after its producer is done still marks a chunk final."""
 
-    rank_class = _FinalDespiteContinueRank
+    buffer_class = _FinalDespiteContinue
 
 
 class _ChunkAfterFinal(StreamBuffer):
@@ -90,14 +78,10 @@ class _ChunkAfterFinal(StreamBuffer):
         return chunk
 
 
-class _ChunkAfterFinalRank(_BufferRank):
-    buffer_class = _ChunkAfterFinal
-
-
-class ChunkAfterFinal(_WithRank):
+class ChunkAfterFinal(_WithBuffer):
     """Every stream releases one more (empty, non-final) chunk after its final chunk."""
 
-    rank_class = _ChunkAfterFinalRank
+    buffer_class = _ChunkAfterFinal
 
 
 # -- a consumer that runs twice on one chunk ----------------------------------------------------
