@@ -1,0 +1,48 @@
+"""Atomic file writes: a reader sees the old file or the whole new one, never half of one.
+
+Every file simharness writes for a user (reports, traces, corpus cases, scenarios) goes through
+here: the bytes go to a temporary file in the destination's own folder (so the final rename
+stays on one filesystem), are flushed and synced, and then replace the destination with
+`os.replace`, which is atomic on POSIX. A failure or a signal before the rename leaves the old
+file untouched and removes the temporary one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary file beside `path` for writing; on a clean exit it becomes `path`."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open writes whole files: mode 'w' or 'wb', not {mode!r}")
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | Path, text: str, encoding: str = "utf-8") -> None:
+    """Write `text` to `path` atomically."""
+    with atomic_open(path, "w", encoding=encoding) as fh:
+        fh.write(text)
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` atomically."""
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
