@@ -66,7 +66,9 @@ def simulate(
     """Run once with every built-in check (and `observers`, which see the same events)."""
     runtime = build_runtime(scenario, runtime_name)
     checks = builtin_checks(scenario)
-    sim = Simulation(scenario, runtime, observers=[*checks, *observers], keep_trace=keep_trace)
+    guard = next((c for c in checks if c.name == "liveness"), None)
+    sim = Simulation(scenario, runtime, observers=[*checks, *observers], keep_trace=keep_trace,
+                     guard=guard)
     result = sim.run()
     return result, finish_checks(checks, RunContext(scenario, result.layout, result.outcomes))
 

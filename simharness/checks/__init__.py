@@ -24,7 +24,7 @@ CHECK_NAMES = ("forwards", "loop_exit", "drain", "liveness", "tp_agreement", "st
 
 
 def builtin_checks(scenario: Scenario) -> list[Check]:
-    return [ForwardsCheck(), LoopExitCheck(scenario), DrainCheck(), LivenessCheck(),
+    return [ForwardsCheck(), LoopExitCheck(scenario), DrainCheck(), LivenessCheck(scenario),
             TpAgreementCheck(scenario), StreamsCheck(scenario), WorkerGraphsCheck(), KvHandoffCheck(),
             ExpectCheck(scenario)]
 

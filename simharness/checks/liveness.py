@@ -6,26 +6,128 @@ request, the walk and pass, the worker graphs that never reported done, and for 
 holds something: on which rank, which inputs it holds, which it misses and who would send them,
 or what its engine gate is waiting for. The node named first is the one the chain points at:
 a gated node whose inputs are all there, else a node that holds some inputs but not all.
+
+A *runaway* is the opposite of a hang: work that never stops growing (stray loop-backs that keep
+a branch cycling after its loop ended). Left alone it runs to the request timeout, at a cost of
+seconds of wall time and thousands of symptoms. So this check also counts, per (request, walk,
+node, rank), the forwards the graph can explain: the node's forwards per pass (the product of
+its enclosing loops' ``max_iters``) times the passes the conductor started for that walk. When
+the count passes `RUNAWAY_FACTOR` times that plus `RUNAWAY_SLACK` the check records a runaway
+and bumps `trips`. It never acts itself: the driver reads `trips` after each step (an integer
+compare) and tears the request down, or ends the run if the same work keeps going after that.
+The violation names the request, the node and rank, how far past the explained count it ran,
+and the cycle: the forwards of that request between the node's last two forwards.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass
+from math import prod
+
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join
+from simharness.scenario.model import Scenario
+
+#: How many times the explained forwards a (request, walk, node, rank) may run before it counts
+#: as a runaway. Generous on purpose: speculation, duplicated messages and dynamic stops add a
+#: few forwards, never a multiple; a stray that circulates adds them without end.
+RUNAWAY_FACTOR = 4
+#: Forwards allowed on top, so a node the graph explains no forward of still gets a few.
+RUNAWAY_SLACK = 16
+#: Forwards of one request remembered to name the cycle.
+_RECENT = 64
+
+Key = tuple[str, str, str, int]  # rid, walk, node, rank
+
+
+@dataclass
+class Runaway:
+    """One (request, walk, node, rank) that ran past its explained forwards."""
+
+    t: float
+    rid: str
+    walk: str
+    node: str
+    rank: int
+    pass_no: int
+    forwards: int
+    explained: int
+    limit: int
+    cycle: tuple[str, ...]
 
 
 class LivenessCheck:
     name = "liveness"
 
-    def __init__(self) -> None:
+    def __init__(self, scenario: Scenario | None = None) -> None:
         self.stalls: list[ev.Stalled] = []
+        #: runaways found so far; the driver compares `trips` with what it has handled
+        self.runaways: list[Runaway] = []
+        self.trips = 0
+        self._facts = scenario.walk_facts if scenario is not None else None
+        self._per_pass: dict[tuple[str, str], int] = {}
+        self._passes: dict[tuple[str, str], int] = {}
+        self._counts: dict[Key, int] = {}
+        self._next_trip: dict[Key, int] = {}
+        self._recent: dict[str, deque[str]] = {}
 
     def on_Stalled(self, e: ev.Stalled) -> None:
         self.stalls.append(e)
 
+    def on_WalkStarted(self, e: ev.WalkStarted) -> None:
+        key = (e.rid, e.walk)
+        self._passes[key] = self._passes.get(key, 0) + 1
+
+    def on_Forward(self, e: ev.Forward) -> None:
+        if self._facts is None:
+            return
+        rid = e.rid
+        recent = self._recent.get(rid)
+        if recent is None:
+            recent = self._recent[rid] = deque(maxlen=_RECENT)
+        recent.append(f"{e.node}@{e.rank}")
+        key = (rid, e.walk, e.node, e.rank)
+        n = self._counts.get(key, 0) + 1
+        self._counts[key] = n
+        limit = self._next_trip.get(key)
+        if limit is None:
+            limit = self._next_trip[key] = self._limit(rid, e.walk, e.node)
+        if n > limit:
+            self._trip(e, key, n, limit)
+
+    def _explained(self, rid: str, walk: str, node: str) -> int:
+        per_pass = self._per_pass.get((walk, node))
+        if per_pass is None:
+            wf = self._facts.get(walk) if self._facts is not None else None
+            per_pass = 0
+            if wf is not None and node in wf.nodes:
+                per_pass = prod(lp.max_iters for lp in wf.loops_of.get(node, ()))
+            self._per_pass[(walk, node)] = per_pass
+        return per_pass * max(1, self._passes.get((rid, walk), 0))
+
+    def _limit(self, rid: str, walk: str, node: str) -> int:
+        return RUNAWAY_FACTOR * self._explained(rid, walk, node) + RUNAWAY_SLACK
+
+    def _trip(self, e: ev.Forward, key: Key, n: int, limit: int) -> None:
+        # Passes started since the limit was set explain more forwards: move it, no trip.
+        fresh = self._limit(e.rid, e.walk, e.node)
+        if n <= fresh:
+            self._next_trip[key] = fresh
+            return
+        # The driver tears the request down at the first trip; a second one (twice the limit)
+        # tells it the work goes on regardless, and it ends the run.
+        self._next_trip[key] = 2 * fresh
+        self.runaways.append(Runaway(e.t, e.rid, e.walk, e.node, e.rank, e.pass_no, n,
+                                     self._explained(e.rid, e.walk, e.node), fresh,
+                                     _cycle(self._recent[e.rid], f"{e.node}@{e.rank}")))
+        self.trips += 1
+
     def finish(self, ctx: RunContext) -> list[Violation]:
-        out = []
+        out = self._runaway_violations(ctx)
         for s in self.stalls:
+            if s.reason == "runaway":
+                continue  # reported above, from what the count saw
             if not s.walk:
                 out.append(Violation(self.name, f"{s.rid} was never admitted ({s.reason} at "
                                                 f"t={s.t:.3f} s): it waited for a concurrency slot",
@@ -77,6 +179,40 @@ class LivenessCheck:
                          "pending": [{"wg": wg, "ranks": list(r)} for wg, r in s.pending]},
             ))
         return out
+
+
+    def _runaway_violations(self, ctx: RunContext) -> list[Violation]:
+        out = []
+        seen: set[Key] = set()
+        for r in self.runaways:
+            key = (r.rid, r.walk, r.node, r.rank)
+            if key in seen:
+                continue  # the second trip of the same work: the run ended there
+            seen.add(key)
+            passes = max(1, self._passes.get((r.rid, r.walk), 0))
+            per_pass = r.explained // passes if passes else r.explained
+            cycle = " -> ".join(r.cycle)
+            msg = (f"{r.rid} ran away in walk {r.walk} (pass {r.pass_no}) at t={r.t:.3f} s: "
+                   f"{r.node}@{r.rank} ran {r.forwards} forwards where the graph explains "
+                   f"{r.explained} ({passes} pass{'es' if passes != 1 else ''} of {per_pass}); "
+                   f"it keeps cycling {cycle}. The request was cut short instead of running to its "
+                   f"{ctx.scenario.limits.request_timeout_s:g} s timeout")
+            out.append(Violation(
+                self.name, msg, walk=r.walk, node=r.node, rank=r.rank, request=r.rid,
+                details={"reason": "runaway", "pass": r.pass_no, "forwards": r.forwards,
+                         "explained": r.explained, "limit": r.limit, "cycle": list(r.cycle)}))
+        return out
+
+
+def _cycle(recent: deque[str], at: str) -> tuple[str, ...]:
+    """The forwards between the last two forwards of `at` (both ends included); the whole
+    remembered tail when `at` ran only once in it."""
+    items = list(recent)
+    last = len(items) - 1
+    for i in range(last - 1, -1, -1):
+        if items[i] == at:
+            return tuple(items[i:])
+    return tuple(items)
 
 
 def _ordered(blocked: tuple[ev.BlockedNode, ...]) -> list[ev.BlockedNode]:

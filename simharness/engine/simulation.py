@@ -13,7 +13,12 @@ would not tell apart:
   (`Stalled`, with what each node holds and misses) and then torn down as the API's abort
   would, which lets the requests queued behind it in;
 * a request's deadline (``limits.request_timeout_s``, mstar's 600 s API timeout) passing while
-  other work keeps the simulation busy: reported and torn down the same way.
+  other work keeps the simulation busy: reported and torn down the same way;
+* a runaway: the optional `guard` (the liveness check) counts work the graph cannot explain and
+  bumps its ``trips``; after each step the loop compares that integer with the trips it has
+  handled. A new trip tears its request down like a hang (``Stalled`` with reason
+  ``runaway``); a trip for a request already torn down means the work goes on without it, and
+  the run ends there. Either way a runaway costs a bounded number of events, not a timeout.
 
 Schedule perturbations and faults (`faults.Perturbations`, built only when the scenario asks
 for them) hook in at four places: a batch's service time, a message leaving (`Network`), the
@@ -47,6 +52,8 @@ from simharness.scenario.model import Scenario
 from simharness.trace import Recorder
 
 INF = float("inf")
+#: the request outcome each kind of stall ends with
+_OUTCOME = {"quiescence": "hung", "timeout": "timeout", "runaway": "runaway"}
 
 
 @dataclass
@@ -73,8 +80,11 @@ class Simulation:
         observers: Iterable[Any] = (),
         layout: Layout | None = None,
         keep_trace: bool = True,
+        guard: Any = None,
     ) -> None:
         self.scenario = scenario
+        #: an observer with ``trips`` (a count) and ``runaways`` (each with a ``rid``), or None
+        self.guard = guard
         self.runtime_name = getattr(runtime, "name", str(runtime))
         self.notes = tuple(getattr(runtime, "notes", ()))
         self.policy: LoopPolicy = policy_of(runtime)
@@ -180,6 +190,9 @@ class Simulation:
         conductor = self.conductor
         step = env.step
         peek = env.peek
+        guard = self.guard
+        handled = 0
+        cut: set[str] = set()
         while True:
             t = peek()
             if t == INF:
@@ -201,6 +214,13 @@ class Simulation:
                 self._stall(deadline[1], "timeout")
                 continue
             step()
+            if guard is not None and guard.trips != handled:
+                rid = guard.runaways[handled].rid
+                handled += 1
+                if rid in cut or rid not in conductor.requests:
+                    break  # torn down already, and its work still grows: stop here
+                cut.add(rid)
+                self._stall(rid, "runaway")
         self.recorder.emit(self._final_state())
         return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
                          dict(self.outcomes), notes=self.notes)
@@ -215,7 +235,7 @@ class Simulation:
         self.recorder.emit(self.stall_report(rid, reason))
         self.client.forget(rid)
         self.send_all(CONDUCTOR_ID, self.conductor.abort(
-            rid, "hung" if reason == "quiescence" else "timeout", self.env.now))
+            rid, _OUTCOME.get(reason, reason), self.env.now))
 
     def stall_report(self, rid: str, reason: str) -> ev.Stalled:
         """What the request is waiting for, right now, on every rank."""

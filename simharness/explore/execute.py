@@ -13,8 +13,8 @@ every built-in check plus a coverage observer, and classifies it:
 
 The signature keeps what identifies a bug and drops what shrinking changes: the check that saw the
 root cause (``loop_exit`` before the ``forwards`` and ``drain`` symptoms it causes) and a short
-key for its kind (where a stray loop-back went; an extra, missing or misnumbered forward; a hang
-or a timeout; what was left behind).
+key for its kind (where a stray loop-back went; an extra, missing or misnumbered forward; a hang,
+a timeout or a runaway; what was left behind).
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def signature(violations: list[Violation], scenario: Scenario | None = None) -> 
 _KEY_ORDER = {
     "loop_exit": ("peer", "sibling", "self", "local"),
     "forwards": ("extra-after-loop", "extra", "unexpected", "missing", "counters"),
-    "liveness": ("hang-gate", "hang-reinjection", "hang-seed", "hang-loop-back", "hang-input",
-                 "hang-edge", "hang", "timeout-gate", "timeout-reinjection", "timeout-seed",
+    "liveness": ("runaway", "hang-gate", "hang-reinjection", "hang-seed", "hang-loop-back",
+                 "hang-input", "hang-edge", "hang", "timeout-gate", "timeout-reinjection", "timeout-seed",
                  "timeout-loop-back", "timeout-input", "timeout-edge", "timeout",
                  "never-admitted"),
     "drain": ("held-at-teardown", "dropped", "parked", "state-left", "conductor-left", "busy"),
@@ -132,6 +132,8 @@ def _kind(v: Violation, scenario: Scenario | None = None) -> str:
     if v.check == "liveness":
         if "never admitted" in msg:
             return "never-admitted"
+        if v.details.get("reason") == "runaway":
+            return "runaway"
         head = "timeout" if v.details.get("reason") == "timeout" else "hang"
         wait = _wait_kind(v, scenario)
         return f"{head}-{wait}" if wait else head

@@ -50,7 +50,7 @@ def request_counts(report: RunReport) -> dict[str, int]:
     return {
         "submitted": submitted,
         "completed": sum(1 for o in outcomes.values() if o == "completed"),
-        "hung": sum(1 for o in outcomes.values() if o in ("hung", "timeout")),
+        "hung": sum(1 for o in outcomes.values() if o in ("hung", "timeout", "runaway")),
         "failed": sum(1 for o in outcomes.values() if o == "failed"),
     }
 

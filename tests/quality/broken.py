@@ -36,6 +36,17 @@ class OffByOneLoop(MstarPython):
         return rt
 
 
+class EndlessLoop(MstarPython):
+    """Loops never reach their last iteration (``max_iters`` lost in the compiled graph)."""
+
+    def build_rank(self, rank, layout):
+        rt = super().build_rank(rank, layout)
+        for spec in rt.specs.values():
+            for lp in spec.loops.values():
+                lp.max_iters = 10**9
+        return rt
+
+
 class NeverDropsLoopBacks(MstarPython):
     """A finishing loop routes its loop-back edges like any others."""
 
