@@ -114,6 +114,24 @@ def _parser() -> argparse.ArgumentParser:
                     help="examples per chunk, the unit of work and of determinism (default 50)")
     fz.add_argument("--json", action="store_true", help="print the campaign summary JSON on stdout")
 
+    imp = sub.add_parser(
+        "import-mstar", help="write a scenario from an mstar config and the model's own graphs",
+        description="Build a scenario from mstar's own model code: the config's model, created "
+                    "without weights, gives its walks, partitions and streams; the config gives "
+                    "the node groups. Request kinds and dynamic-loop lengths, which the model "
+                    "decides at run time, are marked defaults to edit.",
+        epilog="CONFIG is a config file or the name of a config shipped with mstar-ai "
+               "(e.g. bagel_cfg_parallel). Exit codes: 0 written, 2 bad input or usage.")
+    imp.add_argument("config", help="mstar config YAML, or the name of one in mstar's default_configs")
+    imp.add_argument("-o", "--output", metavar="SCENARIO.yaml",
+                     help="where to write the scenario (default: CONFIG's name .yaml here; '-' "
+                          "prints it)")
+    imp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="model.FIELD=VALUE sets a field of the model's config class (e.g. "
+                          "model.num_timesteps=11); any other key sets a key of the written "
+                          "scenario (e.g. workload[0].count=10); repeatable")
+    imp.add_argument("--force", action="store_true", help="replace an existing output file")
+
     rp = sub.add_parser("replay", help="replay a corpus case and check it behaves as recorded",
                         epilog="Exit codes: 0 as recorded, 1 diverged, 2 bad input.")
     rp.add_argument("case", nargs="+", help="corpus case YAML file(s)")
@@ -208,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             return _fuzz(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "import-mstar":
+            return _import_mstar(args)
         _parser().print_help(sys.stderr)
         return EXIT_USAGE
     except (ScenarioError, UsageError) as err:
@@ -410,3 +430,44 @@ def _replay(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _import_mstar(args: argparse.Namespace) -> int:
+    import yaml
+
+    from simharness.fileio import write_text
+    from simharness.mstar_import.build import import_config
+    from simharness.scenario.loader import parse_scenario
+    from simharness.scenario.overrides import apply_overrides
+
+    options: dict[str, object] = {}
+    scenario_sets: list[str] = []
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--set {item}: expected KEY=VALUE")
+        if key.startswith("model."):
+            options[key[len("model."):]] = yaml.safe_load(value)
+        else:
+            scenario_sets.append(item)
+    target = args.output or f"{Path(args.config).stem}.yaml"
+    if target != "-" and Path(target).exists() and not args.force:
+        raise UsageError(f"{target} exists; pass --force to replace it (nothing was written)")
+    imported = import_config(args.config, options)
+    raw, _ = apply_overrides(imported.raw, scenario_sets)
+    imported.raw = raw
+    # What is written must load: check it here, not at the user's first run.
+    parse_scenario(raw, source=target, default_name=Path(target).stem,
+                   base_dir=Path(target).parent if target != "-" else Path.cwd())
+    text = imported.yaml_text()
+    for note in imported.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        write_text(target, text)
+        print(f"wrote {target}: model {imported.model!r}, {len(raw['graph']['walks'])} walks, "
+              f"{imported.worker_graphs} worker graphs"
+              + (f"; defaults to edit: {', '.join(imported.defaulted)}" if imported.defaulted else ""),
+              file=sys.stderr)
+    return EXIT_PASS

@@ -86,7 +86,7 @@ class Simulation:
         #: an observer with ``trips`` (a count) and ``runaways`` (each with a ``rid``), or None
         self.guard = guard
         self.runtime_name = getattr(runtime, "name", str(runtime))
-        self.notes = tuple(getattr(runtime, "notes", ()))
+        self.notes = tuple(scenario.notes) + tuple(getattr(runtime, "notes", ()))
         self.policy: LoopPolicy = policy_of(runtime)
         self.layout = layout or Layout.build(scenario)
         self.env = simpy.Environment()

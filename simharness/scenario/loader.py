@@ -149,7 +149,8 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
 
     graph = f.mapping(top["graph"], "graph", ("nodes", "walks", "requests", "partitions", "streams"),
                       required=("walks",))
-    walks = _walks(graph["walks"])
+    notes: list[str] = []
+    walks = _walks(graph["walks"], notes)
     partitions = _partitions(graph.get("partitions"), walks)
     connections = _streams(graph.get("streams", []), partitions)
     part_of = {w: p for p, ws in partitions.items() for w in ws}
@@ -160,7 +161,7 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
     requests = _requests(graph.get("requests"), walks, partitions, facts)
     _check_inputs_are_sent(requests, facts, graph.get("requests") is None)
 
-    placement, resolved = _placement(top["placement"], facts, Path(base_dir))
+    placement, resolved = _placement(top["placement"], facts, Path(base_dir), notes)
     runtime = _runtime(top.get("runtime", DEFAULT_RUNTIME))
     workload = _workload(top["workload"], requests)
     network = _network(top.get("network", {}))
@@ -197,6 +198,7 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         raw=raw,
         schedule=schedule,
         faults=faults,
+        notes=tuple(notes),
     )
 
 
@@ -216,14 +218,16 @@ def _any_key(value: Any) -> Iterable[str]:
 
 
 class _WalkContext:
-    def __init__(self, walk: str) -> None:
+    def __init__(self, walk: str, notes: list[str]) -> None:
         self.walk = walk
+        #: what the loader accepted as mstar does, with a note for the user
+        self.notes = notes
         self.node_paths: dict[str, str] = {}
         self.loop_paths: dict[str, str] = {}
         self.unnamed_loops = 0
 
 
-def _walks(raw: Any) -> dict[str, Section]:
+def _walks(raw: Any, notes: list[str]) -> dict[str, Section]:
     walks_raw = f.mapping(raw, "graph.walks", _any_key(raw))
     if not walks_raw:
         raise ScenarioError("graph.walks", "expected at least one walk")
@@ -231,7 +235,7 @@ def _walks(raw: Any) -> dict[str, Section]:
     for walk, body in walks_raw.items():
         path = f.join("graph.walks", walk)
         f.name(walk, path, "a walk name")
-        ctx = _WalkContext(walk)
+        ctx = _WalkContext(walk, notes)
         root = _section(body, path, ctx)
         _check_walk(root, ctx)
         walks[walk] = root
@@ -315,11 +319,16 @@ def _loop(raw: Any, path: str, ctx: _WalkContext) -> Loop:
     outputs = _edges(m.get("outputs", []), f.join(path, "outputs"))
     accumulated = _edges(m.get("accumulated_outputs", []), f.join(path, "accumulated_outputs"))
     produced = produced_names(body)
-    for edge in outputs + accumulated:
-        if edge.name not in produced:
-            raise ScenarioError(edge.path, f"loop {name!r} declares output {edge.name!r} but no "
-                                           f"node in its body produces it "
-                                           f"(it produces: {', '.join(sorted(produced)) or 'nothing'})")
+    unproduced = [e for e in outputs + accumulated if e.name not in produced]
+    if unproduced:
+        # mstar's Loop keeps only the declared outputs its body produces and drops the rest
+        # without a word; so do we, but we say so.
+        ctx.notes.append(f"{path}: loop {name!r} declares output(s) "
+                         f"{', '.join(sorted({e.name for e in unproduced}))} that no node in its "
+                         f"body produces; mstar drops them, and so does this run "
+                         f"(the body produces: {', '.join(sorted(produced)) or 'nothing'})")
+        outputs = tuple(e for e in outputs if e.name in produced)
+        accumulated = tuple(e for e in accumulated if e.name in produced)
     clash = {e.name for e in outputs} & {e.name for e in accumulated}
     if clash:
         raise ScenarioError(f.join(path, "accumulated_outputs"),
@@ -352,10 +361,20 @@ def _check_walk(root: Section, ctx: _WalkContext) -> None:
                                 f"edge {edge.name!r} goes to {edge.to!r}, which is not a node of "
                                 f"walk {ctx.walk!r} (nodes: {', '.join(nodes)}; or client, conductor)")
         if edge.name not in nodes[edge.to].inputs:
+            if edge.to == _producer(edge, nodes):
+                # A self edge to a name the node does not take: mstar's ingest refuses the copy
+                # (vjepa2 declares one so that its loop can accumulate that name).
+                ctx.notes.append(f"{edge.path}: self edge {edge.name!r} of {edge.to}, which has no "
+                                 f"input {edge.name!r}: mstar refuses the copy at ingest")
+                continue
             raise ScenarioError(f.join(edge.path, "name"),
                                 f"edge {edge.name!r} goes to {edge.to}, which has no input named "
                                 f"{edge.name!r} in walk {ctx.walk!r} "
                                 f"(inputs: {', '.join(nodes[edge.to].inputs) or 'none'})")
+
+
+def _producer(edge: Edge, nodes: dict[str, Node]) -> str | None:
+    return next((n.name for n in nodes.values() if any(e is edge for e in n.outputs)), None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -655,19 +674,19 @@ def _check_inputs_are_sent(
 
 
 def _placement(
-    raw: Any, facts: dict[str, WalkFacts], base_dir: Path
+    raw: Any, facts: dict[str, WalkFacts], base_dir: Path, notes: list[str]
 ) -> tuple[Placement, dict[str, Any] | None]:
     """The placement, and (for ``mstar_config``) what was read from the config file, so that
     the scenario's fingerprint covers it."""
     if isinstance(raw, dict) and "mstar_config" in raw:
-        return _mstar_config(raw, facts, base_dir)
+        return _mstar_config(raw, facts, base_dir, notes)
     m = f.mapping(raw, "placement", ("node_groups", "max_concurrent_requests", "mstar_config"),
                   required=("node_groups",))
-    return _node_groups(m, "placement", facts), None
+    return _node_groups(m, "placement", facts, None), None
 
 
 def _mstar_config(
-    raw: dict[str, Any], facts: dict[str, WalkFacts], base_dir: Path
+    raw: dict[str, Any], facts: dict[str, WalkFacts], base_dir: Path, notes: list[str]
 ) -> tuple[Placement, dict[str, Any]]:
     """``placement: {mstar_config: PATH}``: read an mstar config YAML as mstar writes it.
 
@@ -678,15 +697,18 @@ def _mstar_config(
     f.mapping(raw, "placement", ("mstar_config",))
     rel = f.string(raw["mstar_config"], "placement.mstar_config")
     path = Path(rel) if Path(rel).is_absolute() else base_dir / rel
+    if not path.is_file() and "/" not in rel:
+        path = _shipped_config(rel) or path
     if not path.is_file():
         raise ScenarioError("placement.mstar_config", f"mstar config file {rel!r} not found "
-                                                      f"(paths are relative to the scenario file)")
+                                                      f"(paths are relative to the scenario file; a "
+                                                      f"bare name is a config shipped with mstar-ai)")
     cfg = read_yaml(path)
     try:
         if "node_groups" not in cfg:
             raise ScenarioError("node_groups", "missing required key (an mstar config lists its "
                                                "node_groups)")
-        placement = _node_groups(cfg, "", facts)
+        placement = _node_groups(cfg, "", facts, notes, source=rel)
     except ScenarioError as err:
         raise err.with_source(str(path)) from None
     resolved = {"mstar_config": rel, "node_groups": cfg["node_groups"],
@@ -694,8 +716,29 @@ def _mstar_config(
     return placement, resolved
 
 
-def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts]) -> Placement:
-    """``node_groups`` and ``max_concurrent_requests`` of `m`, whose key path is `prefix`."""
+def _shipped_config(name: str) -> Path | None:
+    """A config shipped in mstar-ai's ``default_configs`` (found without importing mstar)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("mstar.default_configs")
+    except ImportError:
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / (
+        name if name.endswith(".yaml") else name + ".yaml")
+    return path if path.is_file() else None
+
+
+def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
+                 notes: list[str] | None, source: str = "") -> Placement:
+    """``node_groups`` and ``max_concurrent_requests`` of `m`, whose key path is `prefix`.
+
+    With `notes` (an mstar config file), a ``graph_walks`` entry naming a walk the scenario does
+    not model is ignored with a note, as mstar ignores a group for walks it does not list;
+    without (the scenario's own placement) it is an error, as a typo would be.
+    """
     groups_path = f.join(prefix, "node_groups")
     groups_raw = f.sequence(m["node_groups"], groups_path, non_empty=True)
     groups: list[NodeGroup] = []
@@ -712,10 +755,15 @@ def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts]) ->
         walks = None
         if "graph_walks" in gm:
             walks = f.name_list(gm["graph_walks"], f.join(path, "graph_walks"), "a walk name")
-            for j, w in enumerate(walks):
-                if w not in facts:
-                    raise ScenarioError(f.join(f.join(path, "graph_walks"), j),
-                                        f"unknown walk {w!r} (walks: {', '.join(facts)})")
+            unknown = [w for w in walks if w not in facts]
+            if unknown and notes is None:
+                j = walks.index(unknown[0])
+                raise ScenarioError(f.join(f.join(path, "graph_walks"), j),
+                                    f"unknown walk {unknown[0]!r} (walks: {', '.join(facts)})")
+            if unknown:
+                notes.append(f"{source}: {path}.graph_walks: walk(s) {', '.join(unknown)} are not "
+                             f"in this scenario; ignored")
+                walks = tuple(w for w in walks if w in facts)
         tp = f.integer(gm.get("tp_size", 1), f.join(path, "tp_size"), minimum=1)
         sp = f.integer(gm.get("sp_size", 1), f.join(path, "sp_size"), minimum=1)
         if len(ranks) % (tp * sp):

@@ -299,6 +299,8 @@ class Scenario:
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     schedule: Schedule = field(default_factory=Schedule)
     faults: tuple[Fault, ...] = ()
+    #: what the loader accepted as mstar does but the user should know (printed as notes)
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @cached_property
     def walk_facts(self) -> dict[str, WalkFacts]:

@@ -1,0 +1,274 @@
+"""Build a scenario from an mstar config and the real model class it names.
+
+`import_config(CONFIG)` reads the config as mstar does (its ``model``, ``model_kwargs`` and
+``node_groups``), builds the registered model without weights (`models.build_model`), lets the
+model divide its walks by the config (``Model.get_worker_graphs``: this is where BAGEL, for
+one, decides whether its CFG-parallel walk exists), and converts what the model's graph-shaped
+methods return (``get_graph_walk_graphs``, ``get_partitions``, ``get_partition_topology``) into
+a scenario's plain data (`convert`). What the graphs cannot say (which loops end at EOS, which
+request kinds users send) comes from `models.MODEL_DEFAULTS`, and the result says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simharness.errors import ScenarioError, UsageError
+from simharness.graph.ir import CONDUCTOR
+from simharness.mstar_import.convert import WalkConverter, connection
+from simharness.mstar_import.models import MODEL_DEFAULTS, build_model
+
+PINNED = "0.2.1"
+#: node-group keys that mean something to placement (mstar's others are its business)
+GROUP_KEYS = ("node_names", "ranks", "graph_walks", "tp_size", "sp_size")
+DEFAULT_PARTITION = "default"
+
+
+@dataclass
+class Imported:
+    """A scenario built from an mstar config, and what the import could not derive."""
+
+    raw: dict[str, Any]
+    model: str
+    config_name: str
+    #: what was decided without the model's code saying it (defaults to edit, stand-ins)
+    notes: list[str] = field(default_factory=list)
+    #: what was taken from MODEL_DEFAULTS rather than derived: "request kinds", "dynamic loops"
+    defaulted: list[str] = field(default_factory=list)
+    worker_graphs: int = 0
+
+    def yaml_text(self) -> str:
+        head = [f"# Imported by `simharness import-mstar {self.config_name}` from mstar-ai {PINNED}: "
+                f"model {self.model!r}.",
+                "# graph.walks, graph.partitions and graph.streams are the model's own graphs; "
+                "placement is the config's node_groups."]
+        head += [f"# note: {n}" for n in self.notes]
+        text = yaml.safe_dump(self.raw, sort_keys=False, default_flow_style=None, width=100)
+        marker = ("  # DEFAULT, EDIT ME: request kinds (and dynamic-loop lengths) are decided by the "
+                  "model's conductor code at run time; these are simharness's defaults for this model.\n")
+        text = text.replace("\n  requests:\n", "\n" + marker + "  requests:\n", 1)
+        return "\n".join(head) + "\n" + text
+
+
+def default_configs_dir() -> Path:
+    spec = importlib.util.find_spec("mstar.default_configs")
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(f"mstar-ai is not installed; install it with: pip install --no-deps "
+                         f"--ignore-requires-python mstar-ai=={PINNED}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def default_config_names() -> list[str]:
+    return sorted(p.stem for p in default_configs_dir().glob("*.yaml"))
+
+
+def resolve_config(config: str) -> Path:
+    """A config file path, or the name of a config shipped in mstar's ``default_configs``."""
+    path = Path(config)
+    if path.is_file():
+        return path
+    if "/" not in config and "\\" not in config:
+        shipped = default_configs_dir() / (config if config.endswith(".yaml") else config + ".yaml")
+        if shipped.is_file():
+            return shipped
+    raise UsageError(f"{config}: neither a config file nor a config shipped with mstar-ai "
+                     f"(shipped: {', '.join(default_config_names())})")
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    from simharness.scenario.loader import read_yaml
+
+    cfg = read_yaml(path)
+    if not isinstance(cfg.get("model"), str):
+        raise ScenarioError("model", "expected the registered name of an mstar model", source=str(path))
+    if not isinstance(cfg.get("node_groups"), list):
+        raise ScenarioError("node_groups", "expected a list of node groups (an mstar config lists "
+                                           "its node_groups)", source=str(path))
+    return cfg
+
+
+def import_config(config: str, options: dict[str, Any] | None = None) -> Imported:
+    path = resolve_config(config)
+    cfg = read_config(path)
+    name = path.stem
+    # mstar's modules print (a missing flash_attn, an odd head_dim); stdout may be the scenario.
+    with contextlib.redirect_stdout(sys.stderr):
+        built = build_model(cfg["model"], cfg.get("model_kwargs") or {}, options)
+        model = built.model
+        try:
+            worker_graphs = model.get_worker_graphs(str(path))
+        except Exception as exc:
+            raise UsageError(f"{path}: mstar itself cannot divide model {cfg['model']!r} by this "
+                             f"config ({type(exc).__name__}: {exc})") from None
+        walks = model.get_graph_walk_graphs()
+        partitions = model.get_partitions()
+        topology = model.get_partition_topology()
+    defaults = MODEL_DEFAULTS.get(cfg["model"])
+
+    notes: list[str] = []
+    if built.stubbed:
+        notes.append(f"stand-ins for {', '.join(built.stubbed)} (not installed; the graph code "
+                     f"does not use them) while importing the model")
+    graph: dict[str, Any] = {}
+    raw_walks: dict[str, Any] = {}
+    for walk, root in walks.items():
+        conv = WalkConverter(walk)
+        raw_walks[walk] = conv.section(root)
+        notes.extend(conv.notes)
+    defaulted: list[str] = []
+    dynamic = defaults.dynamic_loops if defaults else {}
+    used_dynamic = _mark_dynamic(raw_walks, dynamic)
+    if used_dynamic:
+        defaulted.append("dynamic loops")
+
+    part_walks = _partitions(partitions, walks)
+    if list(part_walks) != [DEFAULT_PARTITION]:
+        graph["partitions"] = part_walks
+    if topology.connections:
+        graph["streams"] = [connection(c) for c in topology.connections]
+    graph["walks"] = raw_walks
+    kinds, from_defaults = _request_kinds(cfg["model"], model, defaults, part_walks, partitions)
+    if from_defaults:
+        defaulted.append("request kinds")
+    else:
+        defaulted.append("request kinds (generic)")
+        notes.append("request kinds: generic (no defaults for this model yet: one kind per walk, "
+                     "or each partition's initial walk): edit them")
+    graph["requests"] = {}
+    for kind, spec in kinds.items():
+        graph["requests"][kind] = _kind(spec, walks, topology, part_walks, used_dynamic, dynamic)
+    raw: dict[str, Any] = {
+        "name": name,
+        "description": f"mstar-ai {PINNED} default config {name} (model {cfg['model']}), imported from "
+                       f"the model's own graphs",
+        "seed": 0,
+        "graph": graph,
+        "placement": _placement(cfg),
+        "runtime": "mstar-python",
+        "workload": [{"request": list(graph["requests"]), "count": 2 * len(graph["requests"]),
+                      "concurrency": 2}],
+    }
+    if defaults and defaults.note:
+        notes.append(defaults.note)
+    return Imported(raw, cfg["model"], name, notes, defaulted, len(worker_graphs))
+
+
+def _partitions(partitions: list[Any], walks: dict[str, Any]) -> dict[str, list[str]]:
+    order = list(walks)
+    out: dict[str, list[str]] = {}
+    for part in partitions:
+        out[part.name] = [w for w in order if w in part.graph_walks]
+    return out
+
+
+def _mark_dynamic(raw_walks: dict[str, Any], dynamic: dict[str, Any]) -> dict[str, str]:
+    """Add ``stop`` to the loops `dynamic` names; return loop -> walk for those found."""
+    found: dict[str, str] = {}
+
+    def visit(sec: dict[str, Any], walk: str) -> None:
+        if "loop" in sec:
+            lp = sec["loop"]
+            if lp["name"] in dynamic:
+                lp["stop"] = {"by": list(dynamic[lp["name"]].by)}
+                found[lp["name"]] = walk
+            visit(lp["body"], walk)
+        for key in ("sequential", "parallel"):
+            for child in sec.get(key, []):
+                visit(child, walk)
+
+    for walk, root in raw_walks.items():
+        visit(root, walk)
+    return found
+
+
+def _request_kinds(model_name: str, model: Any, defaults: Any, part_walks: dict[str, list[str]],
+                   partitions: list[Any]) -> tuple[dict[str, Any], bool]:
+    if defaults and defaults.requests:
+        image_gen = getattr(model, "_image_gen_walk", None)
+        out = {}
+        for kind, spec in defaults.requests.items():
+            out[kind] = _substitute(spec, {"{image_gen}": image_gen})
+        return out, True
+    # No defaults: a kind per walk (single partition), or per partition its initial walk and
+    # every consumer partition repeating its walk until its stream's final chunk.
+    if len(part_walks) == 1:
+        return {w: [w] for w in next(iter(part_walks.values()))}, False
+    kind: dict[str, Any] = {}
+    for part in partitions:
+        ws = part_walks[part.name]
+        if part.producer_partitions and len(ws) == 1:
+            kind[part.name] = [{"walk": ws[0], "until": "final_chunk"}]
+        elif part.initial_walk:
+            kind[part.name] = [part.initial_walk]
+    return {"request": kind}, False
+
+
+def _substitute(spec: Any, values: dict[str, Any]) -> Any:
+    if isinstance(spec, str):
+        return values.get(spec, spec)
+    if isinstance(spec, list):
+        return [_substitute(s, values) for s in spec]
+    if isinstance(spec, dict):
+        return {k: _substitute(v, values) for k, v in spec.items()}
+    return spec
+
+
+def _steps_walks(steps: list[Any]) -> list[str]:
+    return [s if isinstance(s, str) else s["walk"] for s in steps]
+
+
+def _kind(spec: Any, walks: dict[str, Any], topology: Any, part_walks: dict[str, list[str]],
+          dynamic_found: dict[str, str], dynamic: dict[str, Any]) -> dict[str, Any]:
+    """A request kind: its walks, the client inputs they need (derived), and its loop draws."""
+    parts = {next(iter(part_walks)): spec} if isinstance(spec, list) else spec
+    inputs: list[str] = []
+    stops: dict[str, Any] = {}
+    for part, steps in parts.items():
+        streamed = {c.edge_name for c in topology.connections if c.to_partition == part}
+        persisted: set[str] = set()
+        for walk in _steps_walks(steps):
+            io = walks[walk].get_inputs_outputs()
+            for name, _dest in sorted(io.ext_inputs):
+                if name not in streamed and name not in persisted and name not in inputs:
+                    inputs.append(name)
+            persisted |= _persisted(walks[walk])
+            for loop, w in dynamic_found.items():
+                if w == walk:
+                    lo, hi = dynamic[loop].iterations
+                    stops[loop] = {"uniform": [lo, hi]}
+    out: dict[str, Any] = {}
+    if isinstance(spec, list):
+        out["walks"] = spec
+    else:
+        out["partitions"] = spec
+    if inputs:
+        out["inputs"] = inputs
+    if stops:
+        out["stops"] = stops
+    return out
+
+
+def _persisted(root: Any) -> set[str]:
+    out = {e.name for n in root.get_nodes().values() for e in n.outputs if e.persist}
+    for lp in root.get_loops().values():
+        out |= {e.name for e in lp.outputs + lp.accumulated_outputs if e.persist}
+    return out
+
+
+def _placement(cfg: dict[str, Any]) -> dict[str, Any]:
+    groups = [{k: g[k] for k in GROUP_KEYS if k in g} for g in cfg["node_groups"]]
+    out: dict[str, Any] = {}
+    if cfg.get("max_concurrent_requests") is not None:
+        out["max_concurrent_requests"] = cfg["max_concurrent_requests"]
+    out["node_groups"] = groups
+    return out
+
+
+__all__ = ["CONDUCTOR", "Imported", "import_config", "default_config_names", "resolve_config"]
