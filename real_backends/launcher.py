@@ -1,16 +1,17 @@
 """The launcher: runs a scenario on real OS processes and turns what happened into a `RunReport`.
 
 It starts one process per rank and one for the conductor (`real_backends.process`), plays the
-client and the API server itself (the same `ApiClient` as the simulation), drives the scenario's
-closed-loop workload, and watches the run:
+client and the API server itself (the same `ApiClient` as the simulation), and supplies the
+driver core (`simharness.drive.core`) with a wall clock and a transport: the core's `Workload`
+decides what to submit, its `Stalls` which requests hung and what their reports say. The
+launcher watches the run:
 
 * **quiescence**: every ``PROBE_EVERY_S`` it asks every process whether it is idle and how many
   runtime messages it has sent and handled. Two rounds in a row with every process idle, sent ==
   handled everywhere and unchanged counts mean nothing can happen any more (no batch running, no
-  message in flight). Then, as the simulation does at quiescence, every unfinished request is a
-  hang: the conductor says where each stands, each of its ranks reports what its nodes hold and
-  miss (`runtime.stall.blocked_nodes`), a `Stalled` event goes into the trace, and the request is
-  aborted, so the workload goes on;
+  message in flight). Then the conductor says where each unfinished request stands, each rank
+  reports what its nodes hold and miss (`runtime.stall.blocked_nodes`), and the core reports and
+  aborts the hung ones, as in the simulation, so the workload goes on;
 * **the run deadline** (`derive_deadline`): every unfinished request is reported the same way with
   reason ``timeout``, the workload stops, and the run ends;
 * **a process that dies** (exit status, e.g. killed by a signal): reported as a ``crash``
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,11 +44,20 @@ from typing import Any
 from real_backends import control as ctl
 from real_backends.transport import Endpoints, Transport, endpoint_name
 from simharness import events as ev
-from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
+from simharness.checks import Violation, builtin_checks
+from simharness.drive.core import (
+    QUIESCENCE,
+    TIMEOUT,
+    RequestPosition,
+    Stalls,
+    Submission,
+    Workload,
+    run_ended,
+)
 from simharness.engine.simulation import SimResult
 from simharness.errors import ScenarioError
 from simharness.placement.layout import Layout
-from simharness.run import RunReport, build_runtime, with_seed
+from simharness.run import RunReport, build_runtime, judge, with_seed
 from simharness.runtime.api_client import ApiClient
 from simharness.runtime.assembly import policy_of
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
@@ -137,24 +148,18 @@ class Launcher:
         self.own_events: list[Any] = []
         self.batches: dict[int, list[Any]] = {}
         self.client = ApiClient(self.policy, self.own_events.append)
+        self.workload = Workload(scenario)
+        self.stalls = Stalls(self, self.client.forget, self.own_events.append)
         self.children: dict[int, _Child] = {}
-        self.outcomes: dict[str, str] = {}
         self.violations: list[Violation] = []
         self.sent = 0
         self.handled = 0
         self.end = "completed"
-        # workload
-        self._phase = -1
-        self._remaining = 0
-        self._active = 0
-        self._next_id = 0
-        self.workload_done = False
-        self.workload_stopped = False
         # replies
         self._round = 0
         self._probe_replies: dict[int, ctl.ProbeReply] = {}
-        self._stall_info: dict[int, list[Any]] = {}
-        self._blocked: dict[tuple[int, str, int], list[Any]] = {}
+        self._stall_info: dict[int, list[RequestPosition]] = {}
+        self._blocked: dict[tuple[int, str, int], list[ev.BlockedNode]] = {}
         self._killed = False
         self._probing = False
 
@@ -276,47 +281,17 @@ class Launcher:
                 self.send(s.dst, s.msg)
             self.sent += len(sends)
 
-    # -- workload (the closed loop of Simulation._workload) ------------------------------------
+    # -- workload: the core's closed loop, driven by the conductor's Ended messages ----------
 
-    def _next_phase(self) -> None:
-        while True:
-            self._phase += 1
-            if self._phase >= len(self.scenario.workload):
-                self.workload_done = True
-                return
-            phase = self.scenario.workload[self._phase]
-            self._remaining = phase.count
-            for _ in range(min(phase.concurrency, phase.count)):
-                self._submit()
-            if self._active:
-                return
-
-    def _submit(self) -> None:
-        if self._remaining <= 0 or self.workload_stopped:
-            return
-        phase = self.scenario.workload[self._phase]
-        kind = phase.kind_of(phase.count - self._remaining)
-        self._remaining -= 1
-        rid = f"r{self._next_id}"
-        self._next_id += 1
-        self._active += 1
-        self.outcomes.setdefault(rid, "")
-        self.send(CONDUCTOR_ID, ctl.Submit(rid, kind))
+    def _submit(self, subs: list[Submission]) -> None:
+        for sub in subs:
+            self.send(CONDUCTOR_ID, ctl.Submit(rid=sub.rid, kind=sub.kind))
 
     def _ended(self, rid: str, outcome: str) -> None:
-        if self.outcomes.get(rid):
-            return
-        self.outcomes[rid] = outcome
-        self._active -= 1
-        if self.workload_stopped:
-            return
-        if self._remaining > 0:
-            self._submit()
-        elif self._active == 0:
-            self._next_phase()
+        self._submit(self.workload.ended(rid, outcome))
 
     def unfinished(self) -> list[str]:
-        return [rid for rid, o in self.outcomes.items() if not o]
+        return self.workload.unfinished()
 
     # -- watching -----------------------------------------------------------------------------
 
@@ -325,7 +300,7 @@ class Launcher:
         self._probe_replies = {}
         self._probing = True
         for ep in self.endpoints_all():
-            self.send(ep, ctl.Probe(self._round))
+            self.send(ep, ctl.Probe(round=self._round))
 
     def _probe_snapshot(self) -> tuple[Any, ...] | None:
         """The counts of a complete probe round, or None if some process is busy or it does not
@@ -341,37 +316,39 @@ class Launcher:
                                                                                    self.handled)
 
     def _stall_all(self, reason: str) -> None:
-        """Report every unfinished request as hung (`Stalled` with each rank's blocked nodes) and
-        abort it, as the API would; at quiescence, only the admitted ones if there are any."""
+        """Ask the conductor where every unfinished request stands and let the core report and
+        abort the stalled ones (`Stalls.stall`)."""
         self._round += 1
         rnd = self._round
-        self.send(CONDUCTOR_ID, ctl.StallQuery(rnd))
-        if not self._await(lambda: rnd in self._stall_info, REPLY_TIMEOUT_S, "the conductor's state"):
-            info = [(rid, "", 0, [], [], []) for rid in self.unfinished()]
+        self.send(CONDUCTOR_ID, ctl.StallQuery(round=rnd))
+        if self._await(lambda: rnd in self._stall_info, REPLY_TIMEOUT_S, "the conductor's state"):
+            unfinished = self._stall_info.pop(rnd)
         else:
-            info = self._stall_info.pop(rnd)
-        if reason == "quiescence":
-            # As in the simulation: only admitted requests hang; a queued one gets the slot that
-            # an abort frees, and runs (unless nothing is admitted: then it was never admitted).
-            info = [i for i in info if i[1]] or info
+            unfinished = [RequestPosition(rid=rid, position=None) for rid in self.unfinished()]
+        self.stalls.stall(reason, unfinished)
+
+    # -- the StallPort of the core ----------------------------------------------------------------
+
+    def blocked(self, asks: Sequence[RequestPosition]) -> dict[str, list[ev.BlockedNode]]:
+        """Every rank of each request's position reports its blocked nodes (one round trip)."""
+        rnd = self._round
         wanted = []
-        for rid, walk, _step, pending, ranks, walks in info:
-            if walk:
-                for r in ranks:
-                    self.send(r, ctl.BlockedQuery(rnd, rid, walks, [wg for wg, _ in pending]))
-                    wanted.append((rnd, rid, r))
+        for p in asks:
+            assert p.position is not None
+            for r in p.position.ranks:
+                self.send(r, ctl.BlockedQuery(round=rnd, rid=p.rid, position=p.position))
+                wanted.append((rnd, p.rid, r))
         self._await(lambda: all(k in self._blocked for k in wanted), REPLY_TIMEOUT_S,
                     "the ranks' blocked state")
-        outcome = "hung" if reason == "quiescence" else "timeout"
-        now = self.now()
-        for rid, walk, step, pending, ranks, _walks in info:
-            blocked: list[Any] = []
-            for r in ranks:
-                blocked.extend(self._blocked.pop((rnd, rid, r), ()))
-            pend = tuple((wg, tuple(rs)) for wg, rs in pending)
-            self.own_events.append(ev.Stalled(now, rid, reason, walk, step, pend, tuple(blocked)))
-            self.client.forget(rid)
-            self.send(CONDUCTOR_ID, ctl.Abort(rid, outcome))
+        out: dict[str, list[ev.BlockedNode]] = {}
+        for p in asks:
+            nodes = out[p.rid] = []
+            for r in p.position.ranks:  # type: ignore[union-attr]
+                nodes.extend(self._blocked.pop((rnd, p.rid, r), ()))
+        return out
+
+    def abort(self, rid: str, outcome: str) -> None:
+        self.send(CONDUCTOR_ID, ctl.Abort(rid=rid, outcome=outcome))
 
     def _crash(self, dead: list[_Child]) -> None:
         # Whatever the dead process shipped before it died is waiting in our socket.
@@ -401,8 +378,8 @@ class Launcher:
                          "last_event": _event_json(last), "unfinished": open_rids,
                          **({"log_tail": tail} if tail else {})}))
         for rid in self.unfinished():
-            self.outcomes[rid] = "failed"
-        self.workload_stopped = True
+            self.workload.end(rid, "failed")
+        self.workload.stopped = True
 
     def _main_loop(self) -> None:
         opts = self.options
@@ -411,7 +388,7 @@ class Launcher:
         next_probe = 0.0
         prev: tuple[Any, ...] | None = None
         kill_at = None if opts.kill is None else opts.kill[1]
-        self._next_phase()
+        self._submit(self.workload.start())
         while True:
             if self.transport.wait(5):
                 self.transport.drain(self._dispatch)
@@ -428,8 +405,8 @@ class Launcher:
                     os.kill(victim.pid, signal.SIGKILL)
             if hard_stop is None and now >= deadline:
                 self.end = "deadline"
-                self.workload_stopped = True
-                self._stall_all("timeout")
+                self.workload.stopped = True
+                self._stall_all(TIMEOUT)
                 hard_stop = self.now() + WIND_DOWN_S
                 prev = None
                 continue
@@ -442,9 +419,9 @@ class Launcher:
                 if snap is not None and snap == prev:
                     prev = None
                     if self.unfinished():
-                        self._stall_all("quiescence")
+                        self._stall_all(QUIESCENCE)
                         continue
-                    if self.workload_done or self.workload_stopped:
+                    if self.workload.done or self.workload.stopped:
                         return
                 else:
                     prev = snap
@@ -487,7 +464,7 @@ class Launcher:
                         self.options.startup_timeout_s, "every process to start", fatal=True)
             self.t0 = time.monotonic()
             for ep in self.endpoints_all():
-                self.send(ep, ctl.Start(self.t0))
+                self.send(ep, ctl.Start(t0=self.t0))
             self._main_loop()
             end_t = self.now()
             self._shutdown()
@@ -529,19 +506,11 @@ class Launcher:
         for *_, e in merged:
             recorder.emit(e)
         if self.end != "crash":
-            ranks = [self.children[r].final for r in range(self.num_ranks)]
-            cond = self.children[CONDUCTOR_ID].final
-            recorder.emit(ev.RunEnded(
-                end_t,
-                tuple((f.endpoint, tuple(f.requests_left)) for f in ranks if f and f.requests_left),
-                tuple((f.endpoint, tuple(tuple(x) for x in f.unprocessed))
-                      for f in ranks if f and f.unprocessed),
-                tuple(cond.conductor_requests) if cond else (),
-                tuple(cond.conductor_waiting) if cond else (),
-                tuple(f.endpoint for f in ranks if f and f.busy)))
-        outcomes = {rid: (o or "failed") for rid, o in self.outcomes.items()}
-        ctx = RunContext(self.scenario, self.layout, outcomes)
-        violations = self.violations + finish_checks(checks, ctx)
+            finals = {ep: c.final.state for ep, c in self.children.items() if c.final is not None}
+            recorder.emit(run_ended(end_t, [finals.get(r) for r in range(self.num_ranks)],
+                                    finals.get(CONDUCTOR_ID)))
+        outcomes = self.workload.final_outcomes()
+        violations = self.violations + judge(checks, self.scenario, self.layout, outcomes)
         result = SimResult(self.scenario, self.runtime_name, self.layout, recorder, end_t, outcomes)
         opts = self.options
         extra = {

@@ -7,9 +7,9 @@ Each process runs the same pure state machines as the simulation (the runtime un
 the registry, `WorkerLoop`, `Conductor`) and carries out the `Send`s they return over ZMQ. Time
 is the host's monotonic clock relative to the run's start (`Start.t0`), in seconds.
 
-A rank's loop is mstar's worker loop without speculation: handle every message that arrived,
-take a batch, run it (real work for the batch's budget), finish it and send what it produced;
-with nothing to run, block on the socket. Trace events are shipped to the launcher after every
+A rank runs the driver core's main loop (`simharness.drive.worker.worker_main`) with this
+process as its port: real work for a batch's budget, the socket as the inbox; with nothing to
+run, it blocks on the socket. Trace events are shipped to the launcher after every
 step (`EventBatch`), so a rank killed mid-run has already reported everything up to its last
 step. A process whose launcher disappears exits on its own.
 """
@@ -28,6 +28,8 @@ from real_backends import control as ctl
 from real_backends.transport import Endpoints, Transport
 from real_backends.wire import Payload
 from simharness import events as ev
+from simharness.drive.core import RequestPosition, conductor_final, rank_final
+from simharness.drive.worker import worker_main
 from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.run import build_runtime, with_seed
@@ -35,6 +37,7 @@ from simharness.runtime.assembly import build_conductor, build_worker_loop, poli
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.rank import Completion
 from simharness.runtime.signals import Signal
 from simharness.runtime.stall import blocked_nodes
 from simharness.scenario.loader import parse_scenario
@@ -91,7 +94,7 @@ class _Process:
     def flush_events(self) -> None:
         if self.events:
             batch, self.events = self.events, []
-            self.transport.send(CLIENT_ID, ctl.EventBatch(self.endpoint, batch))
+            self.transport.send(CLIENT_ID, ctl.EventBatch(endpoint=self.endpoint, events=batch))
 
     def carry_out(self, sends: list[Send]) -> None:
         send = self.transport.send
@@ -117,7 +120,8 @@ class _Process:
         return os.getppid() == self.parent
 
     def hello(self, device: str) -> None:
-        self.transport.send(CLIENT_ID, ctl.Hello(self.endpoint, os.getpid(), device))
+        self.transport.send(CLIENT_ID, ctl.Hello(endpoint=self.endpoint, pid=os.getpid(),
+                                                 device=device))
 
     def control(self, msg: Any) -> bool:
         """Handle a driver message common to every process; False if it is not one."""
@@ -135,8 +139,9 @@ class _Process:
     def answer_probe(self, idle: bool) -> None:
         if self.probe is not None:
             self.flush_events()
-            self.transport.send(CLIENT_ID, ctl.ProbeReply(self.probe, self.endpoint, idle,
-                                                          self.sent, self.handled))
+            self.transport.send(CLIENT_ID, ctl.ProbeReply(
+                round=self.probe, endpoint=self.endpoint, idle=idle, sent=self.sent,
+                handled=self.handled))
             self.probe = None
 
     def final(self) -> ctl.Final:
@@ -149,6 +154,9 @@ class _Process:
 
 
 class RankProcess(_Process):
+    """A rank: the `WorkerPort` on which `drive.worker.worker_main` runs its `WorkerLoop`, with
+    real tensor work in the fake nodes and a tensor store beside it."""
+
     def __init__(self, cfg: dict[str, Any], rank: int) -> None:
         super().__init__(cfg, rank)
         from real_backends.tensors import FakeWork, select_device
@@ -157,6 +165,7 @@ class RankProcess(_Process):
         self.device = select_device(cfg["device"], rank)
         self.fake_nodes = FakeNodes(self.scenario)
         self.loop = build_worker_loop(self.runtime, rank, self.layout, self.fake_nodes, self.emit)
+        self.loop.on_complete = self._completed
         self.work = FakeWork(self.scenario, self.device, cfg["time_scale"], cfg["compute_share"],
                              seed=self.scenario.seed * 1000 + rank)
         #: rid -> (producing rank, seq) -> the signal's tensor on this rank
@@ -165,27 +174,37 @@ class RankProcess(_Process):
         self._results: dict[str, Any] = {}
         #: signals produced by the finishing batch that left this rank only (freed once sent)
         self._sent_only: list[tuple[str, tuple[int, int]]] = []
+        #: tensors the running batch consumed (freed once its outputs are sent)
+        self._consumed: list[tuple[str, tuple[int, int]]] = []
         self._pending_sends: list[Send] = []
         self._to_free: list[tuple[str, tuple[int, int]]] = []
+        #: the main loop's message handler while `receive` drains the socket
+        self._handle: Any = lambda msg: self.carry_out(self.loop.handle(msg, self.now()))
 
-    # -- events with side effects on the tensor store ----------------------------------------
+    @property
+    def stopped(self) -> bool:
+        return not self.running
+
+    # -- the tensor store ----------------------------------------------------------------------
+
+    def _completed(self, c: Completion) -> None:
+        """A node completed for one request in the finishing batch: keep a tensor for every
+        output signal it routed; one that only left this rank is freed once sent."""
+        result = self._results.get(c.rid)
+        if result is None:
+            return
+        mine = self.store.setdefault(c.rid, {})
+        local = {_key(sig) for sig in c.local()}
+        for sig, _where in c.routes:
+            k = _key(sig)
+            if sig.nbytes and k not in mine:
+                mine[k] = self.work.payload(result, sig.nbytes)
+                if k not in local:
+                    self._sent_only.append((c.rid, k))
 
     def emit(self, event: Any) -> None:
         self.events.append(event)
-        t = type(event)
-        if t is ev.Forward:
-            result = self._results.get(event.rid)
-            if result is None:
-                return
-            mine = self.store.setdefault(event.rid, {})
-            local = {_key(sig) for sig, where in event.routes if where.startswith("local:")}
-            for sig, _where in event.routes:
-                k = _key(sig)
-                if sig.nbytes and k not in mine:
-                    mine[k] = self.work.payload(result, sig.nbytes)
-                    if k not in local:
-                        self._sent_only.append((event.rid, k))
-        elif t is ev.Removed:
+        if type(event) is ev.Removed:
             self.store.pop(event.rid, None)
 
     def payload_of(self, sig: Signal) -> Any:
@@ -195,16 +214,17 @@ class RankProcess(_Process):
                 return t
         return None
 
-    # -- the loop ----------------------------------------------------------------------------
+    # -- messages -----------------------------------------------------------------------------
 
-    def handle(self, msg: Any) -> None:
+    def _on_message(self, msg: Any) -> None:
         if self.control(msg):
             return
         if isinstance(msg, ctl.BlockedQuery):
-            rs = self.loop.runtime
-            blocked = blocked_nodes(self.rank, rs, self.loop.gate_detail, msg.rid, msg.walk,
-                                    msg.pending)
-            self.transport.send(CLIENT_ID, ctl.BlockedReply(msg.round, self.rank, msg.rid, blocked))
+            loop = self.loop
+            blocked = blocked_nodes(self.rank, loop.runtime, loop.gate_detail, msg.rid,
+                                    msg.position)
+            self.transport.send(CLIENT_ID, ctl.BlockedReply(round=msg.round, rank=self.rank,
+                                                            rid=msg.rid, blocked=blocked))
             return
         if self._arrived:
             from real_backends.tensors import tensor_from_payload
@@ -212,59 +232,39 @@ class RankProcess(_Process):
             self.file_arrived(self.store.setdefault(msg.rid, {}),
                               lambda p: tensor_from_payload(p, self.device))
         self.handled += 1
-        sends = self.loop.handle(msg, self.now())
-        if sends:
-            self.carry_out(sends)
+        self._handle(msg)
 
-    def serve(self) -> None:
-        transport = self.transport
-        loop = self.loop
-        self.hello(str(self.device))
-        while self.running and not self.started:
-            if transport.wait(IDLE_POLL_MS):
-                transport.drain(self.handle, self._on_payload)
-            elif not self.launcher_alive():
-                return
-        while self.running:
-            transport.drain(self.handle, self._on_payload)
-            if not self.running:
-                break
-            batch = loop.take_batch(self.now())
-            if loop.outbox:
-                # A KV pull (to this rank itself: the pull's bytes are not moved here) or a
-                # SCHEDULE_TP for this batch's followers.
-                self.carry_out(loop.pop_outbox())
-            # The previous batch's outputs leave only now, after the next batch was chosen: in
-            # the simulation postprocess takes no time, so no reply to them (a REMOVE after the
-            # last worker-graph report) can reach the rank before its next scheduling decision.
-            # Sending first would let a fast round trip overtake it here.
-            self.release()
-            if batch is None:
-                self.answer_probe(idle=True)
-                self.flush_events()
-                if not transport.wait(IDLE_POLL_MS) and not self.launcher_alive():
-                    return
-                continue
-            self.answer_probe(idle=False)
-            self.run_batch(batch)
+    # -- WorkerPort ---------------------------------------------------------------------------
+
+    def receive(self, handle: Any) -> None:
+        self._handle = handle
+        self.transport.drain(self._on_message, self._on_payload)
+
+    def send(self, sends: list[Send]) -> None:
+        self.carry_out(sends)
+
+    def chosen(self, batch: Any) -> None:
+        # The previous batch's outputs leave only now, after the next batch was chosen: in
+        # the simulation postprocess takes no time, so no reply to them (a REMOVE after the
+        # last worker-graph report) can reach the rank before its next scheduling decision.
+        # Sending first would let a fast round trip overtake it here.
         self.release()
+        self.answer_probe(idle=batch is None)
+        if batch is None:
+            self.flush_events()
 
-    def release(self) -> None:
-        """Carry out the finished batch's sends, then free the tensors it consumed or sent away."""
-        if self._pending_sends:
-            sends, self._pending_sends = self._pending_sends, []
-            self.carry_out(sends)
-        if self._to_free:
-            for rid, k in self._to_free:
-                mine = self.store.get(rid)
-                if mine is not None:
-                    mine.pop(k, None)
-            self._to_free = []
+    def idle(self) -> None:
+        if not self.transport.wait(IDLE_POLL_MS) and not self.launcher_alive():
+            self.running = False
 
-    def run_batch(self, batch: Any) -> None:
+    def duration(self, batch: Any) -> float:
+        return self.work.budget(self.fake_nodes.duration(batch.node, batch.walk, len(batch.rids)))
+
+    def collective(self, batch: Any) -> None:
+        return None  # the ranks of an instance meet in their messages, not in a collective here
+
+    def execute(self, batch: Any, duration: float) -> None:
         loop = self.loop
-        duration = self.fake_nodes.duration(batch.node, batch.walk, len(batch.rids))
-        budget = self.work.budget(duration)
         inputs = []
         nbytes = 0
         consumed: list[tuple[str, tuple[int, int]]] = []
@@ -279,23 +279,50 @@ class RankProcess(_Process):
                 if t is not None:
                     inputs.append(t)
                     consumed.append((rid, _key(sig)))
-        loop.start(batch, self.now(), budget)
         # Ship the trace while the batch runs, not between its end and the next batch: a message
         # that arrives in that gap (a REMOVE) must find the rank as quick as the simulation does.
         self.flush_events()
-        result = self.work.run(inputs, nbytes, budget)
+        result = self.work.run(inputs, nbytes, duration)
         self._results = dict.fromkeys(batch.rids, result)
-        self._pending_sends = loop.finish(batch, self.now())
+        self._consumed = consumed
+
+    def finished(self, sends: list[Send]) -> None:
+        self._pending_sends = sends
         self._results = {}
         # Once sent: free the tensors this batch consumed and those that only left this rank.
-        self._to_free = consumed + self._sent_only
+        self._to_free = self._consumed + self._sent_only
+        self._consumed = []
         self._sent_only = []
 
+    def release(self) -> None:
+        """Carry out the finished batch's sends, then free the tensors it consumed or sent away."""
+        if self._pending_sends:
+            sends, self._pending_sends = self._pending_sends, []
+            self.carry_out(sends)
+        if self._to_free:
+            for rid, k in self._to_free:
+                mine = self.store.get(rid)
+                if mine is not None:
+                    mine.pop(k, None)
+            self._to_free = []
+
+    # -- the process ---------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        transport = self.transport
+        self.hello(str(self.device))
+        while self.running and not self.started:
+            if transport.wait(IDLE_POLL_MS):
+                transport.drain(self._on_message, self._on_payload)
+            elif not self.launcher_alive():
+                return
+        for _ in worker_main(self.loop, self):
+            pass  # every wait happened inside the port
+        self.release()
+
     def final(self) -> ctl.Final:
-        loop = self.loop
-        return ctl.Final(self.rank, list(loop.runtime.requests), loop.unprocessed_pairs(), loop.busy,
-                         [], [],
-                         {**self.work.stats(), "sent": self.sent, "handled": self.handled})
+        return ctl.Final(endpoint=self.rank, state=rank_final(self.loop),
+                         stats={**self.work.stats(), "sent": self.sent, "handled": self.handled})
 
 
 class ConductorProcess(_Process):
@@ -327,7 +354,7 @@ class ConductorProcess(_Process):
 
     def _ended(self, rid: str, outcome: str) -> None:
         self.persisted.pop(rid, None)
-        self.transport.send(CLIENT_ID, ctl.Ended(rid, outcome))
+        self.transport.send(CLIENT_ID, ctl.Ended(rid=rid, outcome=outcome))
 
     def handle(self, msg: Any) -> None:
         if self.control(msg):
@@ -340,24 +367,14 @@ class ConductorProcess(_Process):
         elif isinstance(msg, ctl.Abort):
             self.carry_out(c.abort(msg.rid, msg.outcome, now))
         elif isinstance(msg, ctl.StallQuery):
-            self.transport.send(CLIENT_ID, ctl.StallInfo(msg.round, self.stall_info()))
+            position = c.stall_position
+            self.transport.send(CLIENT_ID, ctl.StallInfo(round=msg.round, requests=[
+                RequestPosition(rid=rid, position=position(rid)) for rid in c.unfinished()]))
         else:
             if self._arrived:
                 self.file_arrived(self.persisted.setdefault(msg.rid, {}))
             self.handled += 1
             self.carry_out(c.handle(msg, now))
-
-    def stall_info(self) -> list[Any]:
-        out = []
-        c = self.conductor
-        for rid in c.unfinished():
-            pos = c.stall_position(rid)
-            if pos is None:
-                out.append((rid, "", 0, [], [], []))
-            else:
-                out.append((rid, pos.walk, pos.step, [(wg, list(rs)) for wg, rs in pos.pending],
-                            list(pos.ranks), list(pos.walks)))
-        return out
 
     def serve(self) -> None:
         transport = self.transport
@@ -371,9 +388,8 @@ class ConductorProcess(_Process):
                 return
 
     def final(self) -> ctl.Final:
-        c = self.conductor
-        return ctl.Final(CONDUCTOR_ID, [], [], False, list(c.requests), [w.rid for w in c.waiting],
-                         {"sent": self.sent, "handled": self.handled})
+        return ctl.Final(endpoint=CONDUCTOR_ID, state=conductor_final(self.conductor),
+                         stats={"sent": self.sent, "handled": self.handled})
 
 
 def main(argv: list[str]) -> int:

@@ -3,6 +3,9 @@
 This is the top of the three layers: it builds the runtime under test (`runtime.registry`), the
 driver (`engine.simulation`) and the checks (`checks`), runs, and returns a `RunReport` that the
 CLI prints and the report writers serialise. Library users call `run_scenario` directly.
+
+The real backend's launcher ends its runs here too: `judge` gives both drivers' events the same
+checks, and `RunReport` is what both hand back.
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ def build_runtime(scenario: Scenario, name: str | None = None) -> Any:
         raise ScenarioError("runtime.options", str(exc), source=scenario.source) from None
 
 
+def judge(checks: list[Any], scenario: Scenario, layout: Any,
+          outcomes: dict[str, str]) -> list[Violation]:
+    """The checks' verdict once they have seen every event of a run (either driver's)."""
+    return finish_checks(checks, RunContext(scenario, layout, outcomes))
+
+
 def simulate(
     scenario: Scenario, runtime_name: str | None = None, keep_trace: bool = True,
     observers: Iterable[Any] = (),
@@ -70,7 +79,7 @@ def simulate(
     sim = Simulation(scenario, runtime, observers=[*checks, *observers], keep_trace=keep_trace,
                      guard=guard)
     result = sim.run()
-    return result, finish_checks(checks, RunContext(scenario, result.layout, result.outcomes))
+    return result, judge(checks, scenario, result.layout, result.outcomes)
 
 
 def run_scenario(

@@ -1,17 +1,18 @@
 """The simpy driver: runs the pure loops (conductor, one worker loop per rank, API client) in
 virtual time, over simulated links, under a closed-loop workload.
 
-Each rank is a simpy process: it handles the messages that arrived, takes a batch, stays busy for
-the batch's service time (the fake node's cost), then finishes it and sends what it produced.
-Every `Send` a loop returns travels over `Network` to its endpoint's handler.
+This module supplies only the clock and the transport; the policy is the driver core's
+(`simharness.drive`): each rank runs `drive.worker.worker_main` as a simpy process, staying busy
+for a batch's service time (the fake node's cost); the workload is `drive.core.Workload`; hangs
+and their reports are `drive.core.Stalls`. Every `Send` a loop returns travels over `Network`
+to its endpoint's handler.
 
 The run loop steps the simpy environment itself so that it can notice two things simpy alone
 would not tell apart:
 
-* quiescence: no event is left but some request has not ended. That is a hang, found in
-  simulated time without waiting for any timeout; every such admitted request is reported
-  (`Stalled`, with what each node holds and misses) and then torn down as the API's abort
-  would, which lets the requests queued behind it in;
+* quiescence: no event is left but some request has not ended. Nothing can happen any more, so
+  the core reports the hung requests and aborts them, which lets the requests queued behind
+  them in; found in simulated time without waiting for any timeout;
 * a request's deadline (``limits.request_timeout_s``, mstar's 600 s API timeout) passing while
   other work keeps the simulation busy: reported and torn down the same way;
 * a runaway: the optional `guard` (the liveness check) counts work the graph cannot explain and
@@ -30,13 +31,25 @@ Nothing here reads the wall clock; `wall_s` is measured by the caller around `ru
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
 from simharness import events as ev
+from simharness.drive.core import (
+    QUIESCENCE,
+    RUNAWAY,
+    TIMEOUT,
+    RequestPosition,
+    Stalls,
+    Workload,
+    conductor_final,
+    rank_final,
+    run_ended,
+)
+from simharness.drive.worker import worker_main
 from simharness.engine.faults import Perturbations
 from simharness.engine.network import Network
 from simharness.placement.layout import Layout
@@ -46,14 +59,13 @@ from simharness.runtime.assembly import build_conductor, build_worker_loop, poli
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.scheduler import Batch
 from simharness.runtime.stall import blocked_nodes
 from simharness.runtime.worker_loop import WorkerLoop
 from simharness.scenario.model import Scenario
 from simharness.trace import Recorder
 
 INF = float("inf")
-#: the request outcome each kind of stall ends with
-_OUTCOME = {"quiescence": "hung", "timeout": "timeout", "runaway": "runaway"}
 
 
 @dataclass
@@ -101,6 +113,8 @@ class Simulation:
                         for r in range(self.layout.num_ranks)]
         self.conductor = build_conductor(runtime, self.layout, self.streams, emit)
         self.client = ApiClient(self.policy, emit)
+        self.workload = Workload(scenario)
+        self.stalls = Stalls(self, self.client.forget, emit)
         if self.faults is not None and self.faults.shuffle_ties:
             for w in self.workers:
                 w.loop.scheduler.tie_break = self.faults.tie_break
@@ -108,10 +122,12 @@ class Simulation:
         self._handlers: dict[int, Any] = {w.rank: w.deliver for w in self.workers}
         self._handlers[CONDUCTOR_ID] = self._conductor_deliver
         self._handlers[CLIENT_ID] = self._client_deliver
-        self.outcomes: dict[str, str] = {}
-        self._next_id = 0
         #: (instance, leader batch number) -> [ranks arrived, the event that fires when all have]
         self._collectives: dict[tuple[tuple[int, ...], int], list[Any]] = {}
+
+    @property
+    def outcomes(self) -> dict[str, str]:
+        return {rid: o for rid, o in self.workload.outcomes.items() if o}
 
     def collective(self, instance: tuple[int, ...], number: int) -> simpy.Event:
         """The rendezvous of a lockstep batch: it fires when every rank of the instance has
@@ -126,7 +142,10 @@ class Simulation:
             entry[1].succeed()
         return entry[1]
 
-    # -- messages -----------------------------------------------------------------------------
+    # -- the clock and the transport -----------------------------------------------------------
+
+    def now(self) -> float:
+        return self.env.now
 
     def send_all(self, src: int, sends: list[Send]) -> None:
         net_send = self.network.send
@@ -140,30 +159,44 @@ class Simulation:
     def _client_deliver(self, msg: Any) -> None:
         self.send_all(CLIENT_ID, self.client.handle(msg, self.env.now))
 
-    # -- workload -----------------------------------------------------------------------------
+    def abort(self, rid: str, outcome: str) -> None:
+        self.send_all(CONDUCTOR_ID, self.conductor.abort(rid, outcome, self.env.now))
+
+    def blocked(self, asks: Sequence[RequestPosition]) -> dict[str, list[ev.BlockedNode]]:
+        out: dict[str, list[ev.BlockedNode]] = {}
+        for p in asks:
+            assert p.position is not None
+            nodes = out[p.rid] = []
+            for r in p.position.ranks:
+                loop = self.workers[r].loop
+                nodes.extend(blocked_nodes(r, loop.runtime, loop.gate_detail, p.rid, p.position))
+        return out
+
+    def positions(self, rids: Iterable[str]) -> list[RequestPosition]:
+        position = self.conductor.stall_position
+        return [RequestPosition(rid=rid, position=position(rid)) for rid in rids]
+
+    # -- workload: the core's closed loop, one simpy process per client -------------------------
 
     def _workload(self):
         env = self.env
-        for phase in self.scenario.workload:
-            issued = [0]
+        workload = self.workload
+        for phase in range(len(workload.phases)):
 
-            def client(phase=phase, issued=issued):
-                while issued[0] < phase.count:
-                    kind = phase.kind_of(issued[0])
-                    issued[0] += 1
-                    rid = f"r{self._next_id}"
-                    self._next_id += 1
+            def client(phase=phase):
+                while (sub := workload.issue(phase)) is not None:
                     done = env.event()
                     self.send_all(CONDUCTOR_ID, self.conductor.submit(
-                        rid, kind, env.now, lambda outcome, d=done, r=rid: self._ended(r, d, outcome)))
+                        sub.rid, sub.kind, env.now,
+                        lambda outcome, d=done, r=sub.rid: self._ended(r, d, outcome)))
                     yield done
 
-            procs = [env.process(client()) for _ in range(min(phase.concurrency, phase.count))]
+            procs = [env.process(client()) for _ in range(workload.clients(phase))]
             if procs:
                 yield env.all_of(procs)
 
     def _ended(self, rid: str, done: simpy.Event, outcome: str) -> None:
-        self.outcomes[rid] = outcome
+        self.workload.end(rid, outcome)
         done.succeed(outcome)
 
     # -- running ------------------------------------------------------------------------------
@@ -183,7 +216,7 @@ class Simulation:
         env = self.env
         env.process(self._workload())
         for w in self.workers:
-            env.process(w.run())
+            env.process(worker_main(w.loop, w))
         if self.faults is not None:
             for rank, at in sorted(self.faults.crashes.items()):
                 env.process(self._crash(self.workers[rank], at))
@@ -200,18 +233,13 @@ class Simulation:
                 unfinished = conductor.unfinished()
                 if not unfinished:
                     break
-                # Only admitted requests hang: one waiting for a concurrency slot gets the slot
-                # an abort below frees, and runs. A queue that no admitted request holds up
-                # (a conductor that never admits it) is reported as never admitted.
-                admitted = [rid for rid in unfinished if conductor.stall_position(rid) is not None]
-                for rid in admitted or unfinished:
-                    self._stall(rid, "quiescence")
+                self.stalls.stall(QUIESCENCE, self.positions(unfinished))
                 continue
             deadline = conductor.next_deadline()
             if deadline is not None and deadline[0] < t:
                 if deadline[0] > env.now:
                     env.run(until=deadline[0])
-                self._stall(deadline[1], "timeout")
+                self.stalls.stall(TIMEOUT, self.positions([deadline[1]]))
                 continue
             step()
             if guard is not None and guard.trips != handled:
@@ -220,50 +248,19 @@ class Simulation:
                 if rid in cut or rid not in conductor.requests:
                     break  # torn down already, and its work still grows: stop here
                 cut.add(rid)
-                self._stall(rid, "runaway")
-        self.recorder.emit(self._final_state())
+                self.stalls.stall(RUNAWAY, self.positions([rid]))
+        self.recorder.emit(run_ended(env.now, [rank_final(w.loop) for w in self.workers],
+                                     conductor_final(conductor)))
         return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
-                         dict(self.outcomes), notes=self.notes)
+                         self.outcomes, notes=self.notes)
 
     def _crash(self, worker: SimWorker, at: float):
         yield self.env.timeout(at)
-        worker.crashed = True
-
-    # -- stalls -------------------------------------------------------------------------------
-
-    def _stall(self, rid: str, reason: str) -> None:
-        self.recorder.emit(self.stall_report(rid, reason))
-        self.client.forget(rid)
-        self.send_all(CONDUCTOR_ID, self.conductor.abort(
-            rid, _OUTCOME.get(reason, reason), self.env.now))
-
-    def stall_report(self, rid: str, reason: str) -> ev.Stalled:
-        """What the request is waiting for, right now, on every rank."""
-        pos = self.conductor.stall_position(rid)
-        now = self.env.now
-        if pos is None:
-            return ev.Stalled(now, rid, reason, "", 0, (), ())
-        waiting_on = [wg for wg, _ in pos.pending]
-        blocked: list[ev.BlockedNode] = []
-        for r in pos.ranks:
-            loop = self.workers[r].loop
-            blocked.extend(blocked_nodes(r, loop.runtime, loop.gate_detail, rid, pos.walks, waiting_on))
-        return ev.Stalled(now, rid, reason, pos.walk, pos.step, pos.pending, tuple(blocked))
-
-    def _final_state(self) -> ev.RunEnded:
-        loops = [w.loop for w in self.workers]
-        return ev.RunEnded(
-            self.env.now,
-            tuple((w.rank, tuple(w.runtime.requests)) for w in loops if w.runtime.requests),
-            tuple((w.rank, tuple(w.unprocessed_pairs())) for w in loops if w.unprocessed),
-            tuple(self.conductor.requests),
-            tuple(q.rid for q in self.conductor.waiting),
-            tuple(w.rank for w in loops if w.busy),
-        )
+        worker.stopped = True
 
 
 class SimWorker:
-    """A rank in virtual time: a `WorkerLoop` driven by a simpy process."""
+    """A rank in virtual time: the `WorkerPort` of a `WorkerLoop` run by a simpy process."""
 
     def __init__(self, sim: Simulation, loop: WorkerLoop) -> None:
         self.sim = sim
@@ -273,50 +270,54 @@ class SimWorker:
         self.inbox: list[Any] = []
         self._wake: simpy.Event | None = None
         #: set by a crash fault: the rank finishes nothing more and loses what is sent to it
-        self.crashed = False
+        self.stopped = False
+        self._duration_of = sim.fake_nodes.duration
+        faults = sim.faults
+        self._faults = faults
+        self._shuffle = faults is not None and faults.shuffle_ties
 
     def deliver(self, msg: Any) -> None:
-        if self.crashed:
+        if self.stopped:
             return
         self.inbox.append(msg)
         wake = self._wake
         if wake is not None and not wake.triggered:
             wake.succeed()
 
-    def run(self):
-        env = self.env
-        loop = self.loop
-        sim = self.sim
-        rank = self.rank
-        duration_of = sim.fake_nodes.duration
-        faults = sim.faults
-        shuffle = faults is not None and faults.shuffle_ties
-        while True:
-            if self.crashed:
-                return
-            if self.inbox:
-                msgs, self.inbox = self.inbox, []
-                if shuffle:
-                    msgs = faults.interleave(msgs)
-                for msg in msgs:
-                    sends = loop.handle(msg, env.now)
-                    if sends:
-                        sim.send_all(rank, sends)
-            batch = loop.take_batch(env.now)
-            if loop.outbox:
-                sim.send_all(rank, loop.pop_outbox())
-            if batch is None:
-                self._wake = env.event()
-                yield self._wake
-                self._wake = None
-                continue
-            duration = duration_of(batch.node, batch.walk, len(batch.rids))
-            if faults is not None:
-                duration = faults.service_time(rank, duration)
-            if batch.instance:
-                yield sim.collective(batch.instance, batch.tp_number)
-            loop.start(batch, env.now, duration)
-            yield env.timeout(duration)
-            if self.crashed:
-                return
-            sim.send_all(rank, loop.finish(batch, env.now))
+    # -- WorkerPort ---------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.env.now
+
+    def receive(self, handle: Any) -> None:
+        if self.inbox:
+            msgs, self.inbox = self.inbox, []
+            if self._shuffle:
+                msgs = self._faults.interleave(msgs)
+            for msg in msgs:
+                handle(msg)
+
+    def send(self, sends: list[Send]) -> None:
+        self.sim.send_all(self.rank, sends)
+
+    def chosen(self, batch: Batch | None) -> None:
+        pass
+
+    def idle(self) -> simpy.Event:
+        self._wake = self.env.event()
+        return self._wake
+
+    def duration(self, batch: Batch) -> float:
+        duration = self._duration_of(batch.node, batch.walk, len(batch.rids))
+        if self._faults is not None:
+            duration = self._faults.service_time(self.rank, duration)
+        return duration
+
+    def collective(self, batch: Batch) -> simpy.Event:
+        return self.sim.collective(batch.instance, batch.tp_number)
+
+    def execute(self, batch: Batch, duration: float) -> simpy.Event:
+        return self.env.timeout(duration)
+
+    def finished(self, sends: list[Send]) -> None:
+        self.sim.send_all(self.rank, sends)

@@ -29,7 +29,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from simharness import events as ev
 from simharness.placement.layout import Assignment, Layout
@@ -71,7 +71,8 @@ class PartitionState:
         return self.steps[min(self.step, len(self.steps) - 1)].walk
 
 
-class StallPosition(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class StallPosition:
     """An unfinished request as the conductor sees it: its walk and step, the worker graphs it
     waits on (with their ranks), the ranks it runs on and its partitions' current walks."""
 
@@ -328,9 +329,11 @@ class Conductor:
         if req is None or req.assignment is None:
             return None
         wg_ranks = req.assignment.wg_ranks
-        return StallPosition(req.walk, req.step, tuple((wg, wg_ranks[wg]) for wg in req.pending),
-                             req.assignment.ranks, tuple(p.walk for p in req.partitions.values()
-                                                         if not p.done))
+        return StallPosition(
+            walk=req.walk, step=req.step,
+            pending=tuple((wg, wg_ranks[wg]) for wg in req.pending),
+            ranks=req.assignment.ranks,
+            walks=tuple(p.walk for p in req.partitions.values() if not p.done))
 
     def next_deadline(self) -> tuple[float, str] | None:
         """The earliest timeout among requests still alive (stale heap entries are discarded)."""

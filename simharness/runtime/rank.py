@@ -39,6 +39,9 @@ from simharness.runtime.graph_state import (
 from simharness.runtime.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
 
+#: The route label of a signal ingested on the completing rank: ``local:<worker graph>``.
+LOCAL_PREFIX = "local:"
+
 
 class Completion:
     """Everything one node completion for one request caused on this rank."""
@@ -81,6 +84,10 @@ class Completion:
         self.partition_done = False
         #: output tokens this completion produced (edges marked new_token)
         self.new_tokens = 0
+
+    def local(self) -> list[Signal]:
+        """The routed signals this rank ingested itself (same or sibling worker graph)."""
+        return [sig for sig, where in self.routes if where.startswith(LOCAL_PREFIX)]
 
 
 @dataclass
@@ -137,7 +144,7 @@ class RankRuntime:
         #: (source partition, stream edge) -> (connection, consumer node, its worker graphs)
         self._streams = layout.stream_routes
         # Route labels, made once: a completion records where each signal went.
-        self._local_label = {wg.id: "local:" + wg.id for wg in layout.worker_graphs}
+        self._local_label = {wg.id: LOCAL_PREFIX + wg.id for wg in layout.worker_graphs}
         self._rank_label = {r: f"rank:{r}" for r in range(layout.num_ranks)}
         self._stream_label = {r: f"stream:{r}" for r in range(layout.num_ranks)}
         self.requests: dict[str, RequestState] = {}

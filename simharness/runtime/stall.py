@@ -7,9 +7,10 @@ rank's runtime state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from simharness import events as ev
+from simharness.runtime.conductor import StallPosition
 from simharness.runtime.graph_state import GraphState
 from simharness.runtime.rank import RankRuntime
 
@@ -18,20 +19,19 @@ GateDetail = Callable[[str, str, str, GraphState], tuple[str, tuple[str, ...]]]
 
 
 def blocked_nodes(
-    rank: int, runtime: RankRuntime, gate_detail: GateDetail, rid: str,
-    walks: Iterable[str], pending: Iterable[str],
+    rank: int, runtime: RankRuntime, gate_detail: GateDetail, rid: str, position: StallPosition,
 ) -> list[ev.BlockedNode]:
-    """The nodes of `rid`'s current walks (one per unfinished partition) on this rank that hold
-    something, are queued or gated.
+    """The nodes of `rid`'s current walks (``position.walks``, one per unfinished partition) on
+    this rank that hold something, are queued or gated.
 
-    For a worker graph that has not reported done (`pending`) and holds nothing at all, every
-    node is listed, so the report still says where the request is missing.
+    For a worker graph that has not reported done (``position.pending``) and holds nothing at
+    all, every node is listed, so the report still says where the request is missing.
     """
     rs = runtime.requests.get(rid)
     if rs is None:
         return []
-    current = set(walks)
-    pending = set(pending)
+    current = set(position.walks)
+    pending = {wg for wg, _ in position.pending}
     blocked: list[ev.BlockedNode] = []
     for wg_id, st in rs.states.items():
         if st.spec.walk not in current:

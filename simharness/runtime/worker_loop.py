@@ -56,7 +56,7 @@ from simharness.runtime.messages import (
     WorkerGraphsDoneMsg,
 )
 from simharness.runtime.protocol import LoopPolicy
-from simharness.runtime.rank import RankRuntime
+from simharness.runtime.rank import Completion, RankRuntime
 from simharness.runtime.scheduler import Batch, MicroScheduler
 from simharness.runtime.signals import Signal
 from simharness.runtime.streams import ChunkSignal
@@ -98,6 +98,9 @@ class WorkerLoop:
         self.partition_done: dict[str, set[str]] = {}
         #: sends produced outside `handle`/`finish` (KV pulls started by a gate)
         self.outbox: list[Send] = []
+        #: called with every `Completion` as the batch finishes (a real rank files its output
+        #: tensors by it); None when nobody listens
+        self.on_complete: Callable[[Completion], None] | None = None
         # speculation (mstar "async scheduling")
         self._spec: Batch | None = None
         self._spec_steps = 0
@@ -474,6 +477,8 @@ class WorkerLoop:
             emit(ev.Forward(now, rank, rid, walk, node, c.pass_no, c.counter, c.wg, number, start,
                             c.loop_context, tuple(c.routes), tuple(sorted(c.filtered)) if c.filtered else (),
                             tuple(c.finished_loops), tuple(c.completed_wgs)))
+            if self.on_complete is not None:
+                self.on_complete(c)
         # mstar sends per request: INPUT_SIGNALS to peers, emits, streams, then the report.
         for c in completions:
             to_ranks = c.to_ranks

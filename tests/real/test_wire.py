@@ -99,3 +99,27 @@ def test_bad_frames_are_refused():
         codec.decode(marshal.dumps((0, (b"\x00p", "os:system", ("true",)))))
     with pytest.raises(WireError):
         codec.encode(messages.RemoveRequest(object()))  # type: ignore[arg-type]
+
+
+def test_the_driver_messages_travel_as_structured_values():
+    from real_backends import control as ctl
+    from simharness import events as ev
+    from simharness.drive.core import ConductorFinal, RankFinal, RequestPosition
+    from simharness.runtime.conductor import StallPosition
+
+    codec = Codec()
+    pos = StallPosition(walk="w", step=2, pending=(("w/0", (0, 1)),), ranks=(0, 1), walks=("w",))
+    node = ev.BlockedNode(1, "w/0", "LLM", 3, (), (), ("latents",), "", (), True)
+    for msg in (
+        ctl.StallInfo(round=4, requests=[RequestPosition(rid="r0", position=pos),
+                                         RequestPosition(rid="r1", position=None)]),
+        ctl.BlockedQuery(round=4, rid="r0", position=pos),
+        ctl.BlockedReply(round=4, rank=1, rid="r0", blocked=[node]),
+        ctl.Final(endpoint=0, state=RankFinal(rank=0, requests_left=("r0",),
+                                              unprocessed=(("r1", "remove_request"),), busy=False),
+                  stats={"sent": 3}),
+        ctl.Final(endpoint=-1, state=ConductorFinal(requests=(), waiting=("r2",))),
+        ctl.Shutdown(),
+    ):
+        frames = codec.encode(msg)
+        assert Codec().decode(frames[0], frames[1:]) == msg

@@ -1,8 +1,8 @@
 """The three layers import in one direction only.
 
-The runtime model (pure state machines) never imports a driver or the checks; the simpy driver
-never imports the checks; the checks import neither the runtime nor a driver, only events and
-scenario facts; nothing in simharness imports pyzmq or torch.
+The runtime model (pure state machines) never imports a driver or the checks; the driver core
+(`simharness.drive`) and the simpy driver never import the checks; the checks import neither the
+runtime nor a driver, only events and scenario facts; nothing in simharness imports pyzmq or torch.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[2] / "simharness"
 
 RULES = {
-    "runtime": ("simharness.engine", "simharness.checks", "simharness.report", "simharness.cli"),
+    "runtime": ("simharness.engine", "simharness.drive", "simharness.checks", "simharness.report",
+                "simharness.cli"),
     "graph": ("simharness.engine", "simharness.checks", "simharness.runtime", "simharness.placement"),
     "placement": ("simharness.engine", "simharness.checks", "simharness.runtime"),
     "scenario": ("simharness.engine", "simharness.checks", "simharness.runtime"),
     "engine": ("simharness.checks", "simharness.report", "simharness.cli"),
+    # the driver core: shared by the simpy engine and the real processes, above the runtime model
+    "drive": ("simharness.engine", "simharness.checks", "simharness.report", "simharness.cli"),
     "checks": ("simharness.engine", "simharness.runtime"),
 }
 NEVER = ("zmq", "torch")
