@@ -361,7 +361,9 @@ def _runtimes() -> int:
 
     found = registry.available()
     if "mstar" not in found:
-        print(f"{'mstar':<20} not installed: {registry.mstar_adapter.PIP_INSTALL}")
+        from simharness.runtime.mstar_adapter import PIP_INSTALL
+
+        print(f"{'mstar':<20} not installed: {PIP_INSTALL}")
     for name, target in sorted(found.items()):
         print(f"{name:<20} {registry.describe(target)}")
     return EXIT_PASS

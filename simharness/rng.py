@@ -8,8 +8,18 @@ adding draws to one stream never shifts another. Streams are numpy Generators se
 from __future__ import annotations
 
 import zlib
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def _numpy():
+    # numpy costs a tenth of a second to import; most runs (no replicas to choose, no jitter,
+    # no dynamic loops) never draw, so it is imported on the first draw.
+    import numpy
+
+    return numpy
 
 
 class RandomStreams:
@@ -20,8 +30,9 @@ class RandomStreams:
     def stream(self, name: str) -> np.random.Generator:
         gen = self._streams.get(name)
         if gen is None:
-            seq = np.random.SeedSequence([self.seed, zlib.crc32(name.encode())])
-            gen = self._streams[name] = np.random.Generator(np.random.PCG64(seq))
+            rnd = _numpy().random
+            seq = rnd.SeedSequence([self.seed, zlib.crc32(name.encode())])
+            gen = self._streams[name] = rnd.Generator(rnd.PCG64(seq))
         return gen
 
     def choice_index(self, name: str, n: int) -> int:
@@ -31,8 +42,9 @@ class RandomStreams:
 def keyed_draw(seed: int, key: str, dist) -> int:
     """A draw that depends only on the root seed and `key`: every rank and every check that asks
     for the same key gets the same value, without any message carrying it."""
-    seq = np.random.SeedSequence([seed, zlib.crc32(key.encode())])
-    return dist.draw(np.random.Generator(np.random.PCG64(seq)))
+    rnd = _numpy().random
+    seq = rnd.SeedSequence([seed, zlib.crc32(key.encode())])
+    return dist.draw(rnd.Generator(rnd.PCG64(seq)))
 
 
 def draw_stop(seed: int, rid: str, partition: str, pass_no: int, loop: str, dist) -> int:

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from math import prod
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from simharness.graph.derive import SectionIO, loop_back_pairs, section_io
 from simharness.graph.ir import (
@@ -30,6 +29,9 @@ from simharness.graph.ir import (
     iter_nodes,
     nodes_by_name,
 )
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,10 @@ class WalkFacts:
 
     @cached_property
     def producer_graph(self) -> nx.MultiDiGraph:
-        g: nx.MultiDiGraph = nx.MultiDiGraph()
+        # networkx takes longer to import than a small run takes; only hang reports need it.
+        import networkx
+
+        g: nx.MultiDiGraph = networkx.MultiDiGraph()
         g.add_nodes_from(self.nodes)
         for node in self.nodes.values():
             for e in node.outputs:

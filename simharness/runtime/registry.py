@@ -11,22 +11,43 @@ is a usage error that names the pip command.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from simharness.errors import UsageError
-from simharness.runtime import mstar_adapter
 from simharness.runtime.profiles import MstarPython, MstarRust, MstarRustPrefix
 
 GROUP = "simharness.runtimes"
-BUILTIN: dict[str, type] = {cls.name: cls for cls in (MstarPython, MstarRustPrefix, MstarRust)}
-if mstar_adapter.is_available():
-    BUILTIN[mstar_adapter.MstarRuntime.name] = mstar_adapter.MstarRuntime
+#: the reference profiles; always available and never shadowed by a plugin
+PROFILES: dict[str, type] = {cls.name: cls for cls in (MstarPython, MstarRustPrefix, MstarRust)}
+
+
+def _mstar_adapter():
+    # Imported when asked for: the adapter imports the mstar package, and the entry-point scan
+    # imports importlib.metadata; a run of a reference profile needs neither (start-up time).
+    from simharness.runtime import mstar_adapter
+
+    return mstar_adapter
+
+
+def builtin() -> dict[str, type]:
+    """The built-in runtimes: the profiles, and ``mstar`` when the mstar-ai package imports."""
+    found = dict(PROFILES)
+    adapter = _mstar_adapter()
+    if adapter.is_available():
+        found[adapter.MstarRuntime.name] = adapter.MstarRuntime
+    return found
+
+
+def entry_points(group: str) -> Any:
+    """The installed entry points of `group` (importlib.metadata, imported on first use)."""
+    from importlib.metadata import entry_points as installed
+
+    return installed(group=group)
 
 
 def available() -> dict[str, Any]:
     """name -> entry point or class, built-ins first."""
-    found: dict[str, Any] = dict(BUILTIN)
+    found: dict[str, Any] = builtin()
     for ep in entry_points(group=GROUP):
         found.setdefault(ep.name, ep)
     return found
@@ -42,8 +63,9 @@ def describe(target: Any) -> str:
         return f"cannot load {target.value}: {type(exc).__name__}: {exc}"
     dist = getattr(getattr(target, "dist", None), "name", None)
     desc = _own_description(cls) or target.value
-    if cls is mstar_adapter.MstarRuntime and not mstar_adapter.is_available():
-        desc = f"not installed: {mstar_adapter.PIP_INSTALL}"
+    adapter = _mstar_adapter()
+    if cls is adapter.MstarRuntime and not adapter.is_available():
+        desc = f"not installed: {adapter.PIP_INSTALL}"
     return desc if dist in (None, "simharness") else f"{desc} (plugin from {dist})"
 
 
@@ -57,7 +79,8 @@ def _own_description(obj: Any) -> str:
 
 def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     """Build the runtime object for `name` (a registered name or ``module:Attr``)."""
-    registered = available()
+    # A profile wins over any plugin of the same name, so it needs no entry-point scan.
+    registered = PROFILES if name in PROFILES else available()
     if name in registered:
         target = registered[name]
         try:
@@ -71,8 +94,8 @@ def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
             obj = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
             raise UsageError(f"cannot load runtime {name!r}: {exc}") from None
-    elif name == mstar_adapter.MstarRuntime.name:
-        obj = mstar_adapter.MstarRuntime  # its constructor names the pip command
+    elif name == "mstar":
+        obj = _mstar_adapter().MstarRuntime  # its constructor names the pip command
     else:
         raise UsageError(f"unknown runtime {name!r} (known: {', '.join(sorted(registered))}; "
                          f"or module:Name)")
