@@ -98,7 +98,7 @@ class Transport:
         except zmq.Again:
             return None
         n, body = self.codec.frame_count(meta)
-        frames = [self.pull.recv(copy=False) for _ in range(n)]
+        frames = [self.pull.recv(copy=False) for _ in range(n)] if n else ()
         return self.codec.decode_body(body, frames, on_payload)
 
     def drain(self, handle: Callable[[Any], None], on_payload: OnPayload | None = None,

@@ -1,29 +1,34 @@
 """The wire format of the real backend: one message = one metadata frame + one frame per tensor.
 
 A message object (any class of `simharness.runtime.messages`, the driver's own control
-messages in `real_backends.control`, trace events) is turned into *plain data* (tuples, lists,
-dicts, strings, numbers, None) and serialised with `marshal` as the metadata frame; every tensor
-it carries goes out as its own ZMQ frame, sent from the tensor's buffer. Tensors are never inside
-the metadata frame, and the metadata frame can hold nothing but plain data: `marshal` has no way
-to name a class or call a function, so a frame from a peer cannot make this process build an
-arbitrary object (objects are rebuilt only from the registry below). All processes of a run use
-the same interpreter, so `marshal`'s version-specific format is not a concern; it is the fastest
-plain-data serialiser in the standard library.
+messages in `real_backends.control`, trace events) is serialised with msgpack as the metadata
+frame; every tensor it carries goes out as its own ZMQ frame, sent from the tensor's buffer.
+Tensors are never inside the metadata frame. msgpack is a maintained binary format whose
+decoder builds nothing but plain data (numbers, strings, bytes, lists, maps) plus extension
+records that this module interprets, so a frame from a peer cannot make this process build an
+arbitrary object: objects are rebuilt only from the registry below.
 
-Objects are encoded generically by introspection, so message types added later need no change
-here:
+The metadata frame is two msgpack values, one after the other: the number of payload frames
+that follow, then the body. Plain data travels as msgpack's own
+types; everything else is a *tagged array* whose first item is a tag, an empty msgpack
+extension record (``msgpack.ExtType``) that no plain value decodes to. msgpack packs the items of
+a tagged array itself, calling back here for the objects among them, so a message is packed in
+one pass with no nested buffers, and decoded in one pass with one callback per array:
 
 * slotted classes (every slot, across the class hierarchy), dataclasses (their init fields) and
-  named tuples (their fields) become ``(PLAIN, code, field values)`` when every field is a plain
-  value, else ``(MARK, code, encoded field values)``; the code is the class's
-  index in a registry built the same way in every process (the classes of the modules in
-  `REGISTERED_MODULES`, sorted by name), or its ``module:qualname`` for a class outside it
-  (loaded only from the `ALLOWED_PREFIXES` packages);
-* a `Signal` carries one more element: its payload reference (or None). The sender's
-  ``payload_of(signal)`` hook supplies the payload; the receiver's ``on_payload(signal, payload)``
-  hook gets it back. This is how a routed edge and its tensor travel together;
-* a `Payload` (or a torch tensor) anywhere in a message becomes ``(MARK, PAYLOAD, frame index,
-  dtype, shape)``.
+  named tuples (their fields) become ``[OBJECT, code, field values...]``; the code is the
+  class's index in a registry built the same way in every process (the classes of the modules
+  in `REGISTERED_MODULES`, sorted by name), or its ``module:qualname`` for a class outside it
+  (loaded only from the `ALLOWED_PREFIXES` packages). Objects are encoded generically by
+  introspection, so message types added later need no change here;
+* a `Signal` is ``[SIGNAL, field values..., payload reference or None]``. The sender's
+  ``payload_of(signal)`` hook supplies the payload; the receiver's ``on_payload(signal,
+  payload)`` hook gets it back. This is how a routed edge and its tensor travel together;
+* a `Payload` (or a torch tensor) anywhere in a message becomes ``[PAYLOAD, frame index, dtype,
+  shape]``;
+* tuples, sets and frozensets are tagged (``TUPLE``, ``SET``, ``FROZENSET``) so that they come
+  back as what they were (msgpack has one array type); sets travel sorted, so equal messages
+  encode to equal bytes.
 
 A `Payload` is a buffer (any object with the buffer protocol) plus the dtype name and shape of
 the tensor it holds; `real_backends.tensors` turns payloads into torch tensors and back. This
@@ -35,18 +40,26 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import marshal
 from collections.abc import Callable
 from typing import Any
 
+import msgpack
+
 from simharness.runtime.signals import Signal
 
-#: First element of every encoded object; no other tuple in a message starts with bytes.
-#: PLAIN: every field is a plain value (decoded without a walk); MARK: fields need decoding.
-PLAIN = b"\x00p"
-MARK = b"\x00o"
-#: Code of an inline payload.
-PAYLOAD = -1
+ExtType = msgpack.ExtType
+#: msgpack extension codes (see the module docstring)
+OBJECT, SIGNAL, PAYLOAD, TUPLE, SET, FROZENSET = 1, 2, 3, 4, 5, 6
+#: the tag that opens each tagged array: an empty extension record of the code
+_TAGS = {code: ExtType(code, b"") for code in (OBJECT, SIGNAL, PAYLOAD, TUPLE, SET, FROZENSET)}
+_OBJECT_TAG, _SIGNAL_TAG, _PAYLOAD_TAG = _TAGS[OBJECT], _TAGS[SIGNAL], _TAGS[PAYLOAD]
+_TUPLE_TAG, _SET_TAG, _FROZENSET_TAG = _TAGS[TUPLE], _TAGS[SET], _TAGS[FROZENSET]
+#: msgpack's ext hook on decoding. ``slice(code, data)`` is a C constructor, so a tag costs no
+#: Python call (this runs for nearly every object of every message); a decoded tag is the
+#: slice whose ``start`` is the code and whose ``stop`` is the (empty) record data.
+_EXT_HOOK = slice
+
+
 REGISTERED_MODULES = (
     "simharness.runtime.messages",
     "simharness.runtime.signals",
@@ -55,7 +68,6 @@ REGISTERED_MODULES = (
     "real_backends.control",
 )
 ALLOWED_PREFIXES = ("simharness.", "real_backends.")
-_SCALARS = frozenset((str, int, float, bool, type(None), bytes))
 
 
 class WireError(ValueError):
@@ -153,12 +165,9 @@ class _ClassCodec:
         self.build = ns["build"]
 
 
-_is_plain = _SCALARS.__contains__
-
-
 class Codec:
     """Encodes messages to frames and back. Every process builds one; the registry is the same
-    in each because it is derived from the same source."""
+    in each because it is derived from the same source. One codec serves one thread."""
 
     def __init__(self) -> None:
         self.classes: list[type] = _build_registry()
@@ -167,6 +176,18 @@ class Codec:
         for i, cls in enumerate(self.classes):
             self._add(cls, i)
         self._signal = self._by_type[Signal]
+        # The message being encoded: its payload frames and the sender's payload hook. Set for
+        # the length of one `encode` call (msgpack calls `_default` with the object alone).
+        self._frames: list[Any] = []
+        self._payload_of: PayloadOf | None = None
+        # The same for the message being decoded: its payload frames and the receiver's hook.
+        self._in_frames: Any = ()
+        self._on_payload: OnPayload | None = None
+        self._list_hook = self._make_list_hook()
+        # strict_types: a tuple or a named tuple is not packed as a plain array but handed to
+        # `_default`, so it comes back as what it was.
+        self._packer = msgpack.Packer(default=self._default, strict_types=True, use_bin_type=True,
+                                      buf_size=4096)
 
     def _add(self, cls: type, code: int | str) -> _ClassCodec:
         cc = _ClassCodec(cls, code, _fields_of(cls) or ())
@@ -179,47 +200,40 @@ class Codec:
     def encode(self, msg: Any, payload_of: PayloadOf | None = None) -> list[Any]:
         """Frames for `msg`: the metadata frame first, then one buffer per payload."""
         frames: list[Any] = [b""]
-        body = self._enc(msg, frames, payload_of)
-        frames[0] = marshal.dumps((len(frames) - 1, body), 4)
+        self._frames, self._payload_of = frames, payload_of
+        try:
+            body = self._packer.pack(msg)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise WireError(str(exc)) from None
+        finally:
+            self._frames, self._payload_of = [], None
+        # The frame count (known only now) goes first as its own msgpack value.
+        n = len(frames) - 1
+        frames[0] = (bytes((n,)) if n < 0x80 else msgpack.packb(n)) + body
         return frames
 
-    def _enc(self, v: Any, frames: list[Any], payload_of: PayloadOf | None) -> Any:
+    def _default(self, v: Any) -> list[Any]:
+        """msgpack's hook for every value it cannot pack itself: a tagged array, whose items
+        msgpack then packs in turn (calling this again for the objects among them)."""
         t = type(v)
-        if t in _SCALARS:
-            return v
-        if t is list:
-            return [self._enc(x, frames, payload_of) for x in v]
-        if t is tuple:
-            return tuple([self._enc(x, frames, payload_of) for x in v])
         if t is Signal:
             ref = None
-            if payload_of is not None:
-                p = payload_of(v)
+            if self._payload_of is not None:
+                p = self._payload_of(v)
                 if p is not None:
-                    ref = self._payload_ref(p, frames)
-            vals = self._signal.values(v)
-            if all(map(_is_plain, map(type, vals))):
-                return (PLAIN, self._signal.code, vals, ref)
-            return (MARK, self._signal.code, self._enc(vals, frames, payload_of), ref)
+                    ref = self._payload_ref(p)
+            return [_SIGNAL_TAG, *self._signal.values(v), ref]
         cc = self._by_type.get(t)
         if cc is not None:
-            vals = cc.values(v)
-            if all(map(_is_plain, map(type, vals))):
-                return (PLAIN, cc.code, vals)
-            scalars = _SCALARS
-            return (MARK, cc.code, tuple([x if type(x) in scalars else self._enc(x, frames, payload_of)
-                                          for x in vals]))
-        if t is dict:
-            return {self._enc(k, frames, payload_of): self._enc(x, frames, payload_of)
-                    for k, x in v.items()}
+            return [_OBJECT_TAG, cc.code, *cc.values(v)]
+        if t is tuple:
+            return [_TUPLE_TAG, *v]
         if t is Payload or _is_tensor(v):
-            return self._payload_ref(v, frames)
+            return self._payload_ref(v)
         if t is set or t is frozenset:
-            # Sets travel sorted so both ends see one order; tagged so they come back as sets.
-            return (MARK, "set" if t is set else "frozenset",
-                    sorted(self._enc(x, frames, payload_of) for x in v))
-        self._register(t)
-        return self._enc(v, frames, payload_of)
+            return [_SET_TAG if t is set else _FROZENSET_TAG, *_sorted(v)]
+        cc = self._register(t)
+        return [_OBJECT_TAG, cc.code, *cc.values(v)]
 
     def _register(self, cls: type) -> _ClassCodec:
         fields = _fields_of(cls)
@@ -229,77 +243,103 @@ class Codec:
                             f"{' / '.join(ALLOWED_PREFIXES)} travel")
         return self._add(cls, f"{cls.__module__}:{cls.__qualname__}")
 
-    @staticmethod
-    def _payload_ref(p: Any, frames: list[Any]) -> tuple[Any, ...]:
+    def _payload_ref(self, p: Any) -> list[Any]:
         if type(p) is not Payload:
             p = payload_from_tensor(p)
+        frames = self._frames
         frames.append(p.buffer)
-        return (MARK, PAYLOAD, len(frames) - 1, p.dtype, p.shape)
+        return [_PAYLOAD_TAG, len(frames) - 1, p.dtype, [*p.shape]]
 
     # -- decoding -----------------------------------------------------------------------------
 
     def frame_count(self, meta: bytes) -> tuple[int, Any]:
-        """(number of payload frames that follow, undecoded body) of a metadata frame."""
+        """(number of payload frames that follow, the body) of a metadata frame: the frame count
+        and the body are two msgpack values one after the other."""
+        if meta and meta[0] < 0x80:  # a positive fixint: the common case, read without a decoder
+            return meta[0], memoryview(meta)[1:]
         try:
-            n, body = marshal.loads(meta)
+            head = msgpack.Unpacker(None, max_buffer_size=len(meta) + 16)
+            head.feed(meta)
+            n = head.unpack()
+            used = head.tell()
         except Exception as exc:
-            raise WireError(f"not a metadata frame: {exc}") from None
-        if type(n) is not int:
+            raise WireError(f"not a metadata frame: {type(exc).__name__}: {exc}") from None
+        if type(n) is not int or n < 0:
             raise WireError("not a metadata frame: no frame count")
-        return n, body
+        return n, memoryview(meta)[used:]
 
     def decode(self, meta: bytes, payload_frames: list[Any] | tuple[Any, ...] = (),
                on_payload: OnPayload | None = None) -> Any:
+        """The message of a metadata frame and the payload frames that followed it."""
         n, body = self.frame_count(meta)
         if n != len(payload_frames):
             raise WireError(f"metadata announces {n} payload frames, {len(payload_frames)} arrived")
         return self.decode_body(body, payload_frames, on_payload)
 
     def decode_body(self, body: Any, payload_frames: Any, on_payload: OnPayload | None = None) -> Any:
-        return self._dec(body, payload_frames, on_payload)
+        """The message of a body that `frame_count` split off, with its payload frames."""
+        self._in_frames, self._on_payload = payload_frames, on_payload
+        try:
+            return msgpack.unpackb(body, list_hook=self._list_hook, ext_hook=_EXT_HOOK,
+                                   strict_map_key=False, raw=False)
+        except WireError:
+            raise
+        except Exception as exc:
+            raise WireError(f"not a metadata frame: {type(exc).__name__}: {exc}") from None
+        finally:
+            self._in_frames, self._on_payload = (), None
 
-    def _dec(self, v: Any, frames: Any, on_payload: OnPayload | None) -> Any:
-        t = type(v)
-        if t is tuple:
-            if v and type(v[0]) is bytes:
-                return self._dec_obj(v, frames, on_payload)
-            return tuple([self._dec(x, frames, on_payload) for x in v])
-        if t is list:
-            return [self._dec(x, frames, on_payload) for x in v]
-        if t is dict:
-            return {self._dec(k, frames, on_payload): self._dec(x, frames, on_payload)
-                    for k, x in v.items()}
-        if t is bytes or t in _SCALARS:
-            return v
-        raise WireError(f"unexpected {t.__name__} in a metadata frame")
+    def _make_list_hook(self) -> Callable[[list[Any]], Any]:
+        """msgpack's hook for every decoded array: a tagged one becomes its value. msgpack
+        decodes inner arrays first, so every field is already decoded. Signals and registered
+        objects, nearly everything that travels, are handled inline: this runs once per array
+        of every message."""
+        by_code = self._by_code
+        signal = self._signal
+        build_signal, signal_len = signal.build, len(signal.fields) + 2
 
-    def _dec_obj(self, v: tuple[Any, ...], frames: Any, on_payload: OnPayload | None) -> Any:
-        tag, code = v[0], v[1]
-        if tag == PLAIN:
-            cc = self._by_code.get(code) or self._load(code)
-            obj = cc.build(v[2])
-        elif tag == MARK:
-            if code == PAYLOAD:
-                _, _, index, dtype, shape = v
-                try:
-                    buf = frames[index - 1]
-                except (IndexError, TypeError):
-                    raise WireError(f"payload frame {index} is missing") from None
-                return Payload(getattr(buf, "buffer", buf), dtype, tuple(shape))
-            if code == "set" or code == "frozenset":
-                items = [self._dec(x, frames, on_payload) for x in v[2]]
-                return set(items) if code == "set" else frozenset(items)
-            cc = self._by_code.get(code) or self._load(code)
-            scalars = _SCALARS
-            obj = cc.build(tuple([x if type(x) in scalars else self._dec(x, frames, on_payload)
-                                  for x in v[2]]))
-        else:
-            raise WireError(f"unknown tag {tag!r} in a metadata frame")
-        if len(v) == 4 and cc is self._signal:
-            ref = v[3]
-            if ref is not None and on_payload is not None:
-                on_payload(obj, self._dec_obj(ref, frames, on_payload))
-        return obj
+        def list_hook(v: list[Any]) -> Any:
+            if not v or type(v[0]) is not slice:
+                return v
+            tag = v[0].start
+            if tag == SIGNAL:
+                if len(v) != signal_len:
+                    raise WireError("a malformed signal record")
+                sig = build_signal(v[1:-1])
+                ref = v[-1]
+                if ref is not None and self._on_payload is not None:
+                    self._on_payload(sig, ref)
+                return sig
+            if tag == OBJECT and len(v) > 1:
+                cc = by_code.get(v[1]) or self._load(v[1])
+                if cc is signal or len(v) - 2 != len(cc.fields):
+                    raise WireError(f"an object record of {len(v) - 2} fields for {cc.cls.__name__}")
+                return cc.build(v[2:])
+            return self._tagged(v)
+
+        return list_hook
+
+    def _tagged(self, v: list[Any]) -> Any:
+        """The value of a tagged array other than a signal or an object."""
+        tag, data = v[0].start, v[0].stop
+        if data != b"":
+            raise WireError(f"a malformed record (extension {tag}) in a metadata frame")
+        if tag == TUPLE:
+            return tuple(v[1:])
+        if tag == PAYLOAD:
+            if len(v) != 4:
+                raise WireError("a malformed payload record")
+            _, index, dtype, shape = v
+            try:
+                buf = self._in_frames[index - 1]
+            except (IndexError, TypeError):
+                raise WireError(f"payload frame {index} is missing") from None
+            return Payload(getattr(buf, "buffer", buf), dtype, tuple(shape))
+        if tag == SET:
+            return set(v[1:])
+        if tag == FROZENSET:
+            return frozenset(v[1:])
+        raise WireError(f"unknown extension record {tag} in a metadata frame")
 
     def _load(self, code: Any) -> _ClassCodec:
         if type(code) is not str:
@@ -316,6 +356,13 @@ class Codec:
         if not isinstance(obj, type) or _fields_of(obj) is None:
             raise WireError(f"{code!r} is not an encodable class")
         return self._add(obj, code)
+
+
+def _sorted(items: Any) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:  # mixed types: any fixed order will do, the receiver rebuilds a set
+        return sorted(items, key=repr)
 
 
 def _is_tensor(v: Any) -> bool:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import marshal
 import pickle
 
+import msgpack
 import pytest
 
+from real_backends import wire
 from real_backends.wire import Codec, Payload, WireError
 from simharness.placement.layout import Assignment
 from simharness.runtime import messages
@@ -67,7 +68,9 @@ def test_a_signal_tensor_travels_as_its_own_frame(dtype):
     # the metadata frame is plain data (no pickle, no class references) and holds no tensor bytes
     with pytest.raises(pickle.UnpicklingError):
         pickle.loads(meta)
-    n, _body = marshal.loads(meta)
+    values = msgpack.Unpacker(ext_hook=lambda code, data: None)
+    values.feed(meta)
+    n, _body = values  # the frame count, then the body
     assert n == 1
     got: list[tuple[Signal, Payload]] = []
     back = codec.decode(meta, [memoryview(frames[1])], lambda s, p: got.append((s, p)))
@@ -93,10 +96,24 @@ def test_bad_frames_are_refused():
     codec = Codec()
     with pytest.raises(WireError):
         codec.decode(pickle.dumps((0, "x")))
-    with pytest.raises(WireError):
-        codec.decode(marshal.dumps((0, (b"\x00p", 10_000, ()))))
-    with pytest.raises(WireError):
-        codec.decode(marshal.dumps((0, (b"\x00p", "os:system", ("true",)))))
+    def obj(code, *fields):  # an object record as the codec writes one
+        return [msgpack.ExtType(wire.OBJECT, b""), code, *fields]
+
+    def frame(n, body):
+        return msgpack.packb(n) + msgpack.packb(body)
+
+    with pytest.raises(WireError, match="unknown class code"):
+        codec.decode(frame(0, obj(10_000)))
+    with pytest.raises(WireError, match="refusing to load"):
+        codec.decode(frame(0, obj("os:system", "true")))
+    with pytest.raises(WireError, match="fields for"):
+        codec.decode(frame(0, obj(codec.classes.index(messages.RemoveRequest))))
+    with pytest.raises(WireError, match="unknown extension"):
+        codec.decode(frame(0, [msgpack.ExtType(99, b""), 1]))
+    with pytest.raises(WireError, match="payload frame 1 is missing"):
+        codec.decode(frame(0, [msgpack.ExtType(wire.PAYLOAD, b""), 1, "bytes", []]))
+    with pytest.raises(WireError, match="announces 1 payload"):
+        codec.decode(frame(1, "x"))
     with pytest.raises(WireError):
         codec.encode(messages.RemoveRequest(object()))  # type: ignore[arg-type]
 
@@ -123,3 +140,18 @@ def test_the_driver_messages_travel_as_structured_values():
     ):
         frames = codec.encode(msg)
         assert Codec().decode(frames[0], frames[1:]) == msg
+
+
+def test_plain_data_comes_back_as_the_same_types():
+    """msgpack has one array type: tuples, sets and frozensets are tagged, lists are not, and maps
+    keep non-string keys."""
+    codec = Codec()
+    value = messages.InputSignals("r0", "w", 0, [sig()], 0)
+    value.rid = {"t": (1, (2, 3)), "l": [1, [2]], "s": {3, 1, 2}, "f": frozenset({"a", "b"}),
+                 (0, 1): b"\x00raw", 5: None, "x": 1.5}  # any plain data travels in any field
+    back = codec.decode(*(lambda fr: (fr[0], fr[1:]))(codec.encode(value)))
+    assert back.rid == value.rid
+    assert type(back.rid["t"]) is tuple and type(back.rid["t"][1]) is tuple
+    assert type(back.rid["l"]) is list and type(back.rid["s"]) is set
+    assert type(back.rid["f"]) is frozenset and type(back.rid[(0, 1)]) is bytes
+    assert same(back.signals, value.signals)
