@@ -1,6 +1,7 @@
 """The ``simharness`` command line.
 
-Exit codes: 0 every check passed, 1 a check failed (violations found), 2 bad input or usage.
+Exit codes: 0 every check passed, 1 a check failed (violations found), 2 bad input or usage
+(``sweep``: 1 when a run's verdict is not the expected one).
 Bad input gets one line naming the file, the key path and what was expected; never a traceback.
 With ``--json`` the only thing on stdout is the summary object; everything else goes to stderr.
 """
@@ -132,6 +133,33 @@ def _parser() -> argparse.ArgumentParser:
                           "scenario (e.g. workload[0].count=10); repeatable")
     imp.add_argument("--force", action="store_true", help="replace an existing output file")
 
+    sw = sub.add_parser(
+        "sweep", help="run scenarios x seeds x runtimes in parallel and tabulate the verdicts",
+        description="Run every scenario under every runtime for every seed, each run with every "
+                    "built-in check, on this process or Dask workers; print one line per "
+                    "(scenario, runtime) and every run whose verdict is not the expected one. "
+                    "Expected: the --baseline file's verdict for that run, else a corpus case's "
+                    "recorded failure under its runtime while open, else pass.",
+        epilog="Exit codes: 0 every run as expected, 1 a run was not (or the harness raised), "
+               "2 bad input or usage.")
+    sw.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario YAML file(s)")
+    sw.add_argument("--seeds", metavar="A..B",
+                    help="seeds A to B, both included, or one seed N (default: each scenario's)")
+    sw.add_argument("--runtime", dest="runtimes", action="append", default=[], metavar="NAME",
+                    help="a runtime (repeatable; default: each scenario's own)")
+    _set_argument(sw)
+    sw_where = sw.add_mutually_exclusive_group()
+    sw_where.add_argument("--workers", type=int, default=1, metavar="N",
+                          help="Dask LocalCluster workers (default 1: in this process)")
+    sw_where.add_argument("--scheduler", metavar="ADDR", help="an existing Dask scheduler address")
+    sw.add_argument("--baseline", metavar="FILE",
+                    help="the --json output of an earlier sweep: each run is expected to keep "
+                         "its verdict there")
+    sw.add_argument("--strict", action="store_true",
+                    help="with --baseline, a run whose trace digest changed is unexpected too")
+    sw.add_argument("--json", action="store_true",
+                    help="print {rows, cells, unexpected, ...} on stdout")
+
     rp = sub.add_parser("replay", help="replay a corpus case and check it behaves as recorded",
                         epilog="Exit codes: 0 as recorded, 1 diverged, 2 bad input.")
     rp.add_argument("case", nargs="+", help="corpus case YAML file(s)")
@@ -228,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
             return _replay(args)
         if args.command == "import-mstar":
             return _import_mstar(args)
+        if args.command == "sweep":
+            return _sweep(args)
         _parser().print_help(sys.stderr)
         return EXIT_USAGE
     except (ScenarioError, UsageError) as err:
@@ -411,6 +441,34 @@ def _fuzz(args: argparse.Namespace) -> int:
     else:
         print_summary(summary, sys.stdout)
     return EXIT_FAIL if summary["failures"] else EXIT_PASS
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from simharness.sweep import parse_seeds, plan, render, run_sweep
+
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.strict and not args.baseline:
+        raise UsageError("--strict compares trace digests with a --baseline; give one")
+    dup = sorted({r for r in args.runtimes if args.runtimes.count(r) > 1})
+    if dup:
+        raise UsageError(f"sweep: runtime {dup[0]!r} is given twice")
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    cells = plan(args.scenarios, args.overrides, args.runtimes, seeds)
+    total = len(cells)
+    done = [0]
+
+    def progress(cell) -> None:
+        done[0] += 1
+        if not args.json and (done[0] % 50 == 0 or done[0] == total):
+            print(f"sweep: {done[0]}/{total} runs", file=sys.stderr)
+
+    result = run_sweep(cells, args.workers, args.scheduler, args.baseline, args.strict, progress)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        render(result, sys.stdout)
+    return result.exit_code
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
 from simharness.explore.execute import REFERENCE, execute
 from simharness.explore.strategies import scenarios
+from simharness.pool import Pool
 
 DEFAULT_CHUNK = 50
 DEFAULT_SHRINK_CALLS = 3000
@@ -242,85 +243,17 @@ def _chunk_sizes(cfg: CampaignConfig) -> Iterator[int]:
             yield cfg.chunk_size
 
 
-class _Executor:
-    """Runs chunk and shrink tasks here, or on Dask (imported only when asked for)."""
-
-    def __init__(self, workers: int, scheduler: str | None) -> None:
-        self.client: Any = None
-        self.cluster: Any = None
-        self.workers = max(1, workers)
-        if scheduler or self.workers > 1:
-            try:
-                from dask.distributed import Client, LocalCluster
-            except ImportError:  # pragma: no cover - depends on the environment
-                from simharness.errors import UsageError
-                raise UsageError("--workers N > 1 and --scheduler need dask[distributed] "
-                                 "(pip install 'dask[distributed]')") from None
-            if scheduler:
-                self.client = Client(scheduler)
-                self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
-            else:
-                self.cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
-                                            processes=True, dashboard_address=None)
-                self.client = Client(self.cluster)
-
-    def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
-
-    def chunks(self, specs: Iterable[ChunkSpec], deadline: float | None) -> Iterator[ChunkResult]:
-        """Run specs in order until `deadline` (perf_counter) passes; yield results in order."""
-        it = iter(specs)
-        if self.client is None:
-            for spec in it:
-                if deadline is not None and time.perf_counter() >= deadline:
-                    return
-                yield explore_chunk(spec)
-            return
-        from dask.distributed import wait
-
-        pending: dict[int, Any] = {}
-        ready: dict[int, ChunkResult] = {}
-        next_out = 0
-        exhausted = False
-        while True:
-            while not exhausted and len(pending) < 2 * self.workers and (
-                    deadline is None or time.perf_counter() < deadline):
-                spec = next(it, None)
-                if spec is None:
-                    exhausted = True
-                    break
-                pending[spec.index] = self.client.submit(explore_chunk, spec, pure=False)
-            if not pending:
-                return
-            done, _ = wait(list(pending.values()), return_when="FIRST_COMPLETED")
-            for idx in [i for i, fut in pending.items() if fut in done]:
-                ready[idx] = pending.pop(idx).result()
-            while next_out in ready:
-                yield ready.pop(next_out)
-                next_out += 1
-            if deadline is not None and time.perf_counter() >= deadline:
-                exhausted = True
-
-    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        if self.client is None or len(items) < 2:
-            return [fn(x) for x in items]
-        return self.client.gather(self.client.map(fn, items, pure=False))
-
-
 def run_campaign(cfg: CampaignConfig,
                  progress: Callable[[CampaignResult], None] | None = None) -> CampaignResult:
     if cfg.examples is None and cfg.time_s is None:
         cfg.time_s = 60.0
     result = CampaignResult(cfg, 0, 0, Counter(), Counter(), {}, {}, [], 0.0, 0.0)
     specs = (cfg.spec(i, size) for i, size in enumerate(_chunk_sizes(cfg)))
-    ex = _Executor(cfg.workers, cfg.scheduler)
+    ex = Pool(cfg.workers, cfg.scheduler)
     try:
         t0 = time.perf_counter()
         deadline = None if cfg.examples is not None else t0 + float(cfg.time_s or 0)
-        for chunk in ex.chunks(specs, deadline):
+        for chunk in ex.ordered(explore_chunk, specs, deadline):
             _merge(result, chunk)
             result.explore_s = time.perf_counter() - t0
             if progress is not None:

@@ -1,0 +1,270 @@
+"""Sweeps: every scenario x every seed x every runtime, run in parallel, in one table.
+
+A sweep is the regression run of a runtime change: each *cell* (scenario, runtime, seed) is one
+simulation with every built-in check, run in this process or on Dask workers (`simharness.pool`,
+as fuzz campaigns are). Cells are independent and each is deterministic, so the sweep's result
+does not depend on where or in which order its cells ran.
+
+Each cell has an *expected* verdict, and the sweep fails (exit 1) when any cell's verdict differs
+from it:
+
+* with ``--baseline FILE`` (the ``--json`` output of an earlier sweep), the cell's verdict in that
+  file: a sweep before and after a change says exactly which cells changed, whether they passed
+  or failed before. With ``--strict`` a changed trace digest counts as a change too (what a
+  refactor that must not change behaviour wants);
+* otherwise a corpus case (a scenario with a ``corpus:`` block) under the runtime it was recorded
+  for is expected to fail with its recorded signature while its status is ``open``, and to pass
+  once ``fixed``; every other cell is expected to pass.
+
+A verdict is ``pass`` or ``fail:<signature>`` (the corpus's failure signature: the root-cause
+check and a short key), or ``error: ...`` when the harness itself raised; an error is never
+expected. Cells and rows are reported in a fixed order (scenario, runtime, seed as given).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simharness.errors import ScenarioError, UsageError
+
+PASS = "pass"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep; travels to a Dask worker as is."""
+
+    scenario: str  #: the scenario file
+    overrides: tuple[str, ...]
+    runtime: str | None  #: None: the scenario's own
+    seed: int | None  #: None: the scenario's own
+
+
+@dataclass
+class CellResult:
+    scenario: str  #: the scenario's name
+    path: str
+    runtime: str
+    seed: int
+    verdict: str
+    trace_digest: str = ""
+    requests: dict[str, int] = field(default_factory=dict)
+    checks: dict[str, int] = field(default_factory=dict)  #: violations per check
+    sim_time_s: float = 0.0
+    wall_s: float = 0.0
+    expected: str = PASS
+    why_expected: str = "default"
+    digest_changed: bool = False
+
+    @property
+    def unexpected(self) -> bool:
+        return self.verdict != self.expected
+
+    def key(self) -> tuple[str, str, int]:
+        return (self.scenario, self.runtime, self.seed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "path": self.path, "runtime": self.runtime,
+                "seed": self.seed, "verdict": self.verdict, "expected": self.expected,
+                "expected_from": self.why_expected, "unexpected": self.unexpected,
+                "trace_digest": self.trace_digest, "digest_changed": self.digest_changed,
+                "requests": self.requests, "violations": self.checks,
+                "sim_time_s": round(self.sim_time_s, 6), "wall_s": round(self.wall_s, 4)}
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``A..B`` (both included) or a single seed ``N``."""
+    a, sep, b = text.partition("..")
+    try:
+        lo, hi = (int(a), int(b)) if sep else (int(a), int(a))
+    except ValueError:
+        raise UsageError(f"--seeds {text!r}: expected A..B (both included) or N, e.g. 0..99") from None
+    if lo < 0 or hi < lo:
+        raise UsageError(f"--seeds {text!r}: expected 0 <= A <= B")
+    return list(range(lo, hi + 1))
+
+
+def run_cell(cell: Cell) -> CellResult:
+    """Run one cell (on whichever worker got it)."""
+    from simharness.explore.execute import signature
+    from simharness.report.summary import request_counts
+    from simharness.run import run_scenario
+    from simharness.scenario.loader import load_scenario
+
+    t0 = time.perf_counter()
+    sc = load_scenario(cell.scenario, list(cell.overrides))
+    seed = sc.seed if cell.seed is None else cell.seed
+    try:
+        report = run_scenario(sc, cell.runtime, seed)
+    except (ScenarioError, UsageError):
+        raise
+    except Exception as exc:  # a harness error in one cell must not lose the others
+        return CellResult(sc.name, cell.scenario, cell.runtime or sc.runtime.name, seed,
+                          f"error: {type(exc).__name__}: {exc}", wall_s=time.perf_counter() - t0)
+    verdict = PASS
+    if report.violations:
+        check, key = signature(report.violations, report.scenario)
+        verdict = f"fail:{check}:{key}"
+    return CellResult(sc.name, cell.scenario, report.runtime, seed, verdict, report.trace_digest,
+                      request_counts(report), dict(Counter(v.check for v in report.violations)),
+                      report.result.sim_time_s, time.perf_counter() - t0)
+
+
+@dataclass
+class SweepResult:
+    cells: list[CellResult]
+    wall_s: float
+    workers: int
+    baseline: str | None = None
+
+    @property
+    def unexpected(self) -> list[CellResult]:
+        return [c for c in self.cells if c.unexpected]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.unexpected else 0
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per (scenario, runtime): counts over its seeds, and one digest of all of them
+        (sha256 over the cells' trace digests in seed order), so two sweeps compare at a glance."""
+        groups: dict[tuple[str, str], list[CellResult]] = {}
+        for c in self.cells:
+            groups.setdefault((c.scenario, c.runtime), []).append(c)
+        out = []
+        for (name, runtime), cells in groups.items():
+            h = hashlib.sha256()
+            for c in sorted(cells, key=lambda c: c.seed):
+                h.update(f"{c.seed} {c.trace_digest}\n".encode())
+            verdicts = Counter(c.verdict for c in cells)
+            out.append({
+                "scenario": name, "runtime": runtime, "runs": len(cells),
+                "pass": verdicts.get(PASS, 0),
+                "fail": sum(n for v, n in verdicts.items() if v != PASS),
+                "unexpected": sum(1 for c in cells if c.unexpected),
+                "digest_changed": sum(1 for c in cells if c.digest_changed),
+                "verdicts": dict(sorted(verdicts.items())),
+                "unexpected_seeds": [c.seed for c in cells if c.unexpected],
+                "sweep_digest": "sha256:" + h.hexdigest(),
+                "requests": sum(c.requests.get("submitted", 0) for c in cells),
+            })
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": len(self.cells), "unexpected": len(self.unexpected),
+                "outcome": "fail" if self.unexpected else "pass", "baseline": self.baseline,
+                "workers": self.workers, "wall_s": round(self.wall_s, 3),
+                "rows": self.rows(), "cells": [c.to_json() for c in self.cells]}
+
+
+def plan(scenarios: list[str], overrides: list[str], runtimes: list[str],
+         seeds: list[int] | None) -> list[Cell]:
+    """The cells of a sweep, validating every scenario and runtime first (bad input is exit 2
+    before any work starts)."""
+    from simharness.runtime import registry
+    from simharness.scenario.loader import load_scenario
+
+    if not scenarios:
+        raise UsageError("sweep needs at least one scenario file")
+    for name in runtimes:
+        registry.resolve(name)
+    cells = []
+    for path in scenarios:
+        load_scenario(path, overrides)  # raises ScenarioError naming the file and key
+        for rt in runtimes or [None]:
+            for seed in seeds if seeds is not None else [None]:
+                cells.append(Cell(str(path), tuple(overrides), rt, seed))
+    return cells
+
+
+def expectations(baseline: str | None) -> Callable[[CellResult], None]:
+    """A function that sets a cell's expected verdict (see the module docstring)."""
+    from simharness.scenario.loader import read_yaml
+
+    recorded: dict[tuple[str, str, int], dict[str, Any]] = {}
+    if baseline is not None:
+        try:
+            data = json.loads(Path(baseline).read_text(encoding="utf-8"))
+            for c in data["cells"]:
+                recorded[(c["scenario"], c["runtime"], int(c["seed"]))] = c
+        except FileNotFoundError:
+            raise UsageError(f"--baseline {baseline}: no such file") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"--baseline {baseline}: not the --json output of a sweep "
+                             f"(expected cells[].scenario/runtime/seed/verdict): {exc}") from None
+    corpus: dict[str, dict[str, Any] | None] = {}
+
+    def expect(cell: CellResult) -> None:
+        if baseline is not None:
+            before = recorded.get(cell.key())
+            if before is not None:
+                cell.expected, cell.why_expected = before["verdict"], "baseline"
+                cell.digest_changed = before.get("trace_digest") != cell.trace_digest
+                return
+            cell.why_expected = "default (not in the baseline)"
+        if cell.path not in corpus:
+            meta = read_yaml(Path(cell.path)).get("corpus")
+            corpus[cell.path] = meta if isinstance(meta, dict) else None
+        meta = corpus[cell.path]
+        if meta and meta.get("runtime") == cell.runtime:
+            if meta.get("status") == "open":
+                cell.expected, cell.why_expected = f"fail:{meta.get('signature')}", "corpus (open)"
+            else:
+                cell.expected, cell.why_expected = PASS, "corpus (fixed)"
+
+    return expect
+
+
+def run_sweep(cells: list[Cell], workers: int = 1, scheduler: str | None = None,
+              baseline: str | None = None, strict: bool = False,
+              progress: Callable[[CellResult], None] | None = None) -> SweepResult:
+    from simharness.pool import Pool
+
+    expect = expectations(baseline)  # a bad baseline is refused before any work
+    t0 = time.perf_counter()
+    results: list[CellResult] = []
+    with Pool(workers, scheduler) as pool:
+        for r in pool.ordered(run_cell, cells):
+            expect(r)
+            if strict and r.digest_changed and not r.unexpected:
+                r.expected = f"{r.expected} (same trace digest)"
+            results.append(r)
+            if progress is not None:
+                progress(r)
+        used = pool.workers
+    return SweepResult(results, time.perf_counter() - t0, used, baseline)
+
+
+def render(result: SweepResult, out: Any) -> None:
+    """The sweep's table: one line per (scenario, runtime), then every unexpected cell."""
+    rows = result.rows()
+    w = max([len(r["scenario"]) for r in rows] + [8])
+    rw = max([len(r["runtime"]) for r in rows] + [7])
+    print(f"{'scenario':<{w}}  {'runtime':<{rw}}  {'runs':>5} {'pass':>5} {'fail':>5} "
+          f"{'unexp':>5}  sweep digest      verdicts", file=out)
+    for r in rows:
+        verdicts = ", ".join(f"{v} x{n}" for v, n in r["verdicts"].items())
+        print(f"{r['scenario']:<{w}}  {r['runtime']:<{rw}}  {r['runs']:>5} {r['pass']:>5} "
+              f"{r['fail']:>5} {r['unexpected']:>5}  {r['sweep_digest'][7:23]}  {verdicts}",
+              file=out)
+    bad = result.unexpected
+    if bad:
+        print(f"\nunexpected ({len(bad)}):", file=out)
+        for c in bad[:50]:
+            print(f"  {c.scenario} {c.runtime} seed {c.seed}: {c.verdict}, expected {c.expected} "
+                  f"[{c.why_expected}]", file=out)
+        if len(bad) > 50:
+            print(f"  ... and {len(bad) - 50} more (--json lists every cell)", file=out)
+    changed = sum(1 for c in result.cells if c.digest_changed)
+    if changed:
+        print(f"\n{changed} cell(s) have a trace digest other than the baseline's", file=out)
+    verdict = "FAIL" if bad else "PASS"
+    print(f"\n{verdict}: {len(result.cells)} runs, {len(bad)} unexpected, {result.wall_s:.1f} s on "
+          f"{result.workers} worker(s)", file=out)

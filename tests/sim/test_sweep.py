@@ -1,0 +1,128 @@
+"""``simharness sweep``: scenarios x seeds x runtimes, one table, verdicts against expectations."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from simharness.cli import main
+from tests.conftest import SCENARIOS
+
+BAGEL = str(SCENARIOS / "bagel_cfg.yaml")
+#: one request per run keeps each cell small
+ONE = "workload=[{request: t2i, count: 1, concurrency: 1}]"
+CASE = SCENARIOS / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+
+
+def _sweep(capsys, *args: str) -> tuple[int, dict]:
+    code = main(["sweep", *args, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else {}
+
+
+def test_a_clean_matrix_passes_with_one_row_per_scenario_and_runtime(capsys):
+    code, got = _sweep(capsys, BAGEL, "--set", ONE, "--seeds", "0..2", "--runtime", "mstar-python",
+                       "--runtime", "mstar-rust")
+    assert code == 0 and got["outcome"] == "pass" and got["runs"] == 6 and got["unexpected"] == 0
+    assert [(c["runtime"], c["seed"]) for c in got["cells"]] == [
+        ("mstar-python", 0), ("mstar-python", 1), ("mstar-python", 2),
+        ("mstar-rust", 0), ("mstar-rust", 1), ("mstar-rust", 2)]
+    rows = got["rows"]
+    assert [(r["runtime"], r["runs"], r["pass"]) for r in rows] == [("mstar-python", 3, 3),
+                                                                   ("mstar-rust", 3, 3)]
+    assert all(c["trace_digest"].startswith("sha256:") and c["requests"]["completed"] == 1
+               for c in got["cells"])
+    # the two runtimes agree on bagel_cfg, so their runs are the same traces
+    assert rows[0]["sweep_digest"] == rows[1]["sweep_digest"]
+
+
+def test_an_unexpected_failure_is_exit_1_and_a_baseline_expects_it(capsys, tmp_path):
+    code, got = _sweep(capsys, BAGEL, "--set", ONE, "--seeds", "0..1", "--runtime",
+                       "mstar-rust-prefix")
+    assert code == 1 and got["unexpected"] == 2
+    assert {c["verdict"] for c in got["cells"]} == {"fail:loop_exit:peer"}
+    assert got["rows"][0]["unexpected_seeds"] == [0, 1]
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(got))
+    code, again = _sweep(capsys, BAGEL, "--set", ONE, "--seeds", "0..1", "--runtime",
+                         "mstar-rust-prefix", "--baseline", str(base))
+    assert code == 0 and {c["expected_from"] for c in again["cells"]} == {"baseline"}
+    # a baseline where the runtime passed: now it fails, which is a change
+    for c in got["cells"]:
+        c["verdict"] = "pass"
+    base.write_text(json.dumps(got))
+    code, _ = _sweep(capsys, BAGEL, "--set", ONE, "--seeds", "0..1", "--runtime",
+                     "mstar-rust-prefix", "--baseline", str(base))
+    assert code == 1
+
+
+def test_strict_fails_on_a_changed_trace_digest(capsys, tmp_path):
+    args = (BAGEL, "--set", ONE, "--seeds", "3", "--runtime", "mstar-python")
+    _, got = _sweep(capsys, *args)
+    got["cells"][0]["trace_digest"] = "sha256:" + "0" * 64
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(got))
+    code, lax = _sweep(capsys, *args, "--baseline", str(base))
+    assert code == 0 and lax["cells"][0]["digest_changed"] is True
+    code, strict = _sweep(capsys, *args, "--baseline", str(base), "--strict")
+    assert code == 1 and strict["cells"][0]["unexpected"] is True
+
+
+def test_a_corpus_case_is_expected_to_fail_as_recorded_under_its_runtime(capsys):
+    code, got = _sweep(capsys, str(CASE), "--runtime", "mstar-rust-prefix", "--runtime", "mstar-rust")
+    by_rt = {c["runtime"]: c for c in got["cells"]}
+    assert by_rt["mstar-rust-prefix"]["expected"] == "fail:loop_exit:peer"
+    assert by_rt["mstar-rust-prefix"]["expected_from"] == "corpus (open)"
+    assert not by_rt["mstar-rust-prefix"]["unexpected"]
+    assert by_rt["mstar-rust"]["verdict"] == "pass"
+    assert code == 0
+
+
+def test_the_table_names_every_unexpected_run(capsys):
+    code = main(["sweep", BAGEL, "--set", ONE, "--seeds", "0", "--runtime", "mstar-rust-prefix"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "bagel_cfg mstar-rust-prefix seed 0: fail:loop_exit:peer, expected pass" in out
+    assert "FAIL: 1 runs, 1 unexpected" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "5..2"], "--seeds '5..2': expected 0 <= A <= B"),
+    (["--seeds", "x"], "expected A..B"),
+    (["--runtime", "nope"], "unknown runtime 'nope'"),
+    (["--runtime", "mstar-rust", "--runtime", "mstar-rust"], "given twice"),
+    (["--workers", "0"], "--workers must be >= 1"),
+    (["--strict"], "--strict compares"),
+    (["--baseline", "/nonexistent/base.json"], "no such file"),
+    (["--set", "workload[0].count=zero"], "workload[0].count"),
+])
+def test_bad_input_is_exit_2_before_any_run(capsys, args, message):
+    assert main(["sweep", BAGEL, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_missing_scenario_is_exit_2(capsys, tmp_path):
+    assert main(["sweep", BAGEL, str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_a_baseline_that_is_not_a_sweep_is_exit_2(capsys, tmp_path):
+    bad = tmp_path / "base.json"
+    bad.write_text('{"cells": [{"scenario": "x"}]}')
+    assert main(["sweep", BAGEL, "--set", ONE, "--baseline", str(bad)]) == 2
+    assert "not the --json output of a sweep" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs dask.distributed")
+def test_dask_workers_give_the_in_process_result(capsys):
+    args = (BAGEL, "--set", ONE, "--seeds", "0..3", "--runtime", "mstar-python",
+            "--runtime", "mstar-rust-prefix")
+    _, here = _sweep(capsys, *args)
+    _, there = _sweep(capsys, *args, "--workers", "2")
+    assert there["workers"] == 2
+    strip = [{k: v for k, v in c.items() if k != "wall_s"} for c in here["cells"]]
+    assert [{k: v for k, v in c.items() if k != "wall_s"} for c in there["cells"]] == strip
+    assert here["rows"] == there["rows"]
