@@ -63,22 +63,29 @@ class WalkFacts:
         """Loop-back pairs whose first copy nothing in the walk produces before the loop runs.
 
         mstar models send these themselves (BAGEL's signal-only ``latents``/``time_index``); a
-        pair that a node outside the loop body also sends gets its first copy from that node.
+        pair that a node upstream of every loop carrying it also sends gets its first copy from
+        that node.
         """
         # A nested loop's pairs are also in every enclosing loop's set (mstar propagates them
-        # upward); whether a pair needs a seed depends on the innermost loop that carries it:
-        # a node of the outer body before the inner loop may send its first copy each time.
+        # upward); whether a pair needs a seed depends on the innermost loop that carries it: a
+        # node of the outer body *before* the inner loop sends its first copy at every outer
+        # iteration. A node after the inner loop that sends the pair back (mstar's
+        # test_nested_loops: refiner -> denoiser) runs only once the inner loop has, so the
+        # first copy of the first outer iteration must come from the walk's start.
         owner: dict[Pair, Loop] = {}
         for loop in self.loops.values():  # outer loops before the loops they contain
             for p in loop_back_pairs(loop):
                 owner[p] = loop
+        order = {name: i for i, name in enumerate(self.nodes)}  # declaration order
         out: set[Pair] = set()
         for p, loop in owner.items():
             inside = {n.name for n in iter_nodes(loop.body)}
-            fed_from_outside = any(
-                e.pair == p for n in self.nodes.values() if n.name not in inside for e in n.outputs
+            start = min(order[n] for n in inside)
+            fed_before = any(
+                e.pair == p for n in self.nodes.values()
+                if n.name not in inside and order[n.name] < start for e in n.outputs
             )
-            if not fed_from_outside:
+            if not fed_before:
                 out.add(p)
         return frozenset(out)
 

@@ -180,7 +180,11 @@ class Conductor:
         self.emit(ev.WalkStarted(now, req.rid, walk, ps.pass_no))
         per_rank: dict[int, list[Signal]] = {}
         facts = self.scenario.walk_facts[walk]
-        for name, dest in sorted(facts.start_inputs):
+        start = facts.start_inputs
+        extra = [p for p in req.kind.start_pairs if p[1] in facts.nodes and p not in start]
+        if extra:
+            start = start | frozenset(extra)
+        for name, dest in sorted(start):
             if (name, dest) in facts.seeds:
                 nbytes = 0  # loop-back seeds are signal-only edges (BAGEL's empty latents)
             elif name in req.persisted:

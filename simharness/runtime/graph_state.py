@@ -17,6 +17,11 @@ runtime (`Semantics`):
   fewer, a completion of either name counts, routes the survivor's outputs, and only the
   survivor is cleared at a reset (found by the fidelity suite; docs/fidelity.md). The Rust
   runtime keeps nodes and loops in separate id spaces.
+* ``stream_ready_once``: mstar-ai 0.2.1's Python registry lets a chunk into a node whose every
+  input is a stream only while the node is in ``ready_for_streaming``; the node leaves that set
+  when a chunk fills it, and only a worker-graph clear puts it back, never a loop's advance. So
+  such a node inside a loop takes one chunk per pass and the request hangs at the second
+  iteration (docs/fidelity.md). The Rust profiles keep such a node ready at every iteration.
 
 Structure. A worker graph has *root entities* (top-level nodes and loops); a loop has its own
 entities. Each registry counts completions; a loop completes an iteration when all its entities
@@ -46,6 +51,7 @@ class Semantics:
     loop_back_scope: str = "all"
     park_in_done_loops: bool = False
     entities_by_name: bool = True
+    stream_ready_once: bool = True
 
 
 class NodeSpec:
@@ -205,7 +211,8 @@ class LoopState:
 class GraphState:
     """One request's state in one worker graph (mstar ``WorkerGraphIO``)."""
 
-    __slots__ = ("spec", "cur", "nxt", "ready", "loops", "count", "done", "times_run", "scheduled")
+    __slots__ = ("spec", "cur", "nxt", "ready", "loops", "count", "done", "times_run", "scheduled",
+                 "stream_spent")
 
     def __init__(self, spec: GraphSpec) -> None:
         self.spec = spec
@@ -220,12 +227,17 @@ class GraphState:
         self.times_run = 0
         #: nodes speculatively scheduled: they are never queued as ready (issue 3)
         self.scheduled: set[str] = set()
+        #: streaming-only nodes a chunk has filled since the last reset: out of mstar's
+        #: ``ready_for_streaming`` until then (``Semantics.stream_ready_once``)
+        self.stream_spent: set[str] = set()
 
     # -- ingest -------------------------------------------------------------------------------
 
     def streaming_ready(self, node: str) -> bool:
         """The node holds every non-stream input: a stream chunk may be ingested now."""
         ns = self.spec.nodes[node]
+        if node in self.stream_spent and self.spec.semantics.stream_ready_once:
+            return False
         cur = self.cur[node]
         return all(i in cur for i in ns.plain_inputs)
 
@@ -266,8 +278,11 @@ class GraphState:
                     st.saved.append(sig)
                     st.saved_names.add(name)
                 lp = lp.parent
-        if len(cur) == ns.n_inputs and ns.name not in self.scheduled:
-            self.ready[ns.name] = None
+        if len(cur) == ns.n_inputs:
+            if not ns.plain_inputs:
+                self.stream_spent.add(ns.name)
+            if ns.name not in self.scheduled:
+                self.ready[ns.name] = None
         return where
 
     def _loop_or_ancestor_done(self, lp: LoopSpec | None) -> bool:
@@ -426,6 +441,7 @@ class GraphState:
         self.count = 0
         self.done = False
         self.ready.clear()
+        self.stream_spent.clear()
         self._clear_keys(self.spec.root)
 
     def held(self) -> Iterator[tuple[str, str, Signal]]:

@@ -45,10 +45,12 @@ class MstarPython(ReferenceRuntime):
 class MstarRustPrefix(ReferenceRuntime):
     name = "mstar-rust-prefix"
     description = "mstar's Rust graph runtime before the loop-exit fix (drops local loop-backs only)"
-    semantics = Semantics(loop_back_scope="local", park_in_done_loops=True, entities_by_name=False)
+    semantics = Semantics(loop_back_scope="local", park_in_done_loops=True, entities_by_name=False,
+                          stream_ready_once=False)
 
 
 class MstarRust(ReferenceRuntime):
     name = "mstar-rust"
     description = "mstar's Rust graph runtime after the loop-exit fix"
-    semantics = Semantics(loop_back_scope="all", park_in_done_loops=True, entities_by_name=False)
+    semantics = Semantics(loop_back_scope="all", park_in_done_loops=True, entities_by_name=False,
+                          stream_ready_once=False)

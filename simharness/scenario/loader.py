@@ -323,12 +323,11 @@ def _loop(raw: Any, path: str, ctx: _WalkContext) -> Loop:
     if unproduced:
         # mstar's Loop keeps only the declared outputs its body produces and drops the rest
         # without a word; so do we, but we say so.
+        # The walk keeps them as written: placement's loop copies drop them as mstar's do.
         ctx.notes.append(f"{path}: loop {name!r} declares output(s) "
                          f"{', '.join(sorted({e.name for e in unproduced}))} that no node in its "
                          f"body produces; mstar drops them, and so does this run "
                          f"(the body produces: {', '.join(sorted(produced)) or 'nothing'})")
-        outputs = tuple(e for e in outputs if e.name in produced)
-        accumulated = tuple(e for e in accumulated if e.name in produced)
     clash = {e.name for e in outputs} & {e.name for e in accumulated}
     if clash:
         raise ScenarioError(f.join(path, "accumulated_outputs"),
@@ -615,8 +614,9 @@ def _requests(
                 raise ScenarioError(f.join(path, "partitions"), "expected at least one partition")
             for part, steps in pm.items():
                 parts[part] = _steps(steps, f.join(f.join(path, "partitions"), part), part, partitions)
-        inputs = f.name_list(m.get("inputs", []), f.join(path, "inputs"), "an input name")
         used_walks = {st.walk for steps in parts.values() for st in steps}
+        inputs, start_pairs = _kind_inputs(m.get("inputs", []), f.join(path, "inputs"), kind,
+                                           [w for w in facts if w in used_walks], facts)
         dynamic = {lp.name: w for w in used_walks for lp in facts[w].loops.values() if lp.stop is not None}
         stops: dict[str, Dist] = {}
         sraw = m.get("stops", {})
@@ -633,10 +633,36 @@ def _requests(
                                     f"here (e.g. {loop}: {{uniform: [20, 60]}})")
         mot = m.get("max_output_tokens")
         cap = None if mot is None else f.integer(mot, f.join(path, "max_output_tokens"), minimum=1)
-        out[kind] = RequestKind(kind, parts, inputs, stops, cap)
+        out[kind] = RequestKind(kind, parts, inputs, stops, cap, start_pairs)
     if not out:
         raise ScenarioError("graph.requests", "expected at least one request kind")
     return out
+
+
+def _kind_inputs(
+    raw: Any, path: str, kind: str, walks: list[str], facts: dict[str, WalkFacts]
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A kind's ``inputs``: names the client supplies (sent to every walk input of that name),
+    and ``{name, to}`` pairs sent to that one node's input at the start of each walk that has
+    the node (mstar's initial forward-pass arguments may target any input of any node)."""
+    names: list[str] = []
+    pairs: list[tuple[str, str]] = []
+    for i, item in enumerate(f.sequence(raw, path)):
+        p = f.join(path, i)
+        if not isinstance(item, dict):
+            names.append(f.name(item, p, "an input name, or {name: SIGNAL, to: NODE}"))
+            continue
+        m = f.mapping(item, p, ("name", "to"), required=("name", "to"))
+        name = f.name(m["name"], f.join(p, "name"), "a signal name")
+        node = f.name(m["to"], f.join(p, "to"), "a node name")
+        takes = [w for w in walks if node in facts[w].nodes and name in facts[w].nodes[node].inputs]
+        if not takes:
+            where = [w for w in walks if node in facts[w].nodes]
+            why = (f"node {node!r} has no input {name!r} in walk(s) {', '.join(where)}" if where
+                   else f"no walk of kind {kind!r} has a node {node!r} (walks: {', '.join(walks)})")
+            raise ScenarioError(p, f"walk-start input {name}->{node} can never be taken: {why}")
+        pairs.append((name, node))
+    return tuple(names), tuple(pairs)
 
 
 def _check_inputs_are_sent(
@@ -654,7 +680,7 @@ def _check_inputs_are_sent(
             for step in steps:
                 wf = facts[step.walk]
                 for name, dest in sorted(wf.external_inputs):
-                    if name in kind.inputs or name in persisted:
+                    if name in kind.inputs or name in persisted or (name, dest) in kind.start_pairs:
                         continue
                     node = wf.nodes[dest]
                     path = f.join(f.join(node.path, "inputs"), node.inputs.index(name))

@@ -124,6 +124,9 @@ class RequestKind:
     inputs: tuple[str, ...] = ()
     stops: Mapping[str, Dist] = field(default_factory=dict)
     max_output_tokens: int | None = None
+    #: (signal, node) pairs the conductor sends at the start of each walk that has the node, as
+    #: mstar's initial forward-pass arguments may seed any input of any node
+    start_pairs: tuple[tuple[str, str], ...] = ()
 
     @property
     def walks(self) -> tuple[str, ...]:

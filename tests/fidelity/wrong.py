@@ -48,3 +48,10 @@ class ModelWithDistinctEntities(MstarPython):
     are two registry entities (mstar keys them by name, so they collide)."""
 
     semantics = Semantics(entities_by_name=False)
+
+
+class ModelStreamingReadyEveryIteration(MstarPython):
+    """Our model before it followed mstar-ai 0.2.1's ``ready_for_streaming``: a loop member whose
+    only inputs are streams takes a chunk at every iteration."""
+
+    semantics = Semantics(stream_ready_once=False)

@@ -71,3 +71,20 @@ def test_counter_sequence_of_nested_loops():
     # A dynamic stop shortens a loop: the drawn count replaces max_iters where given.
     assert facts.counter_sequence("den", {"inner": 2}) == [0, 1, 0, 1]
     assert facts.counter_sequence("den", {"outer": 1}) == [0, 1, 2]
+
+
+def test_a_nested_inner_loop_fed_back_only_after_it_needs_a_walk_start_seed():
+    """mstar's test_nested_loops: refiner sends latents back to denoiser, but only after the
+    inner loop ran; the first copy must come from the walk's start. A sender before the inner
+    loop feeds it instead."""
+    from simharness.graph.analysis import WalkFacts
+    from simharness.graph.ir import Edge, Loop, Node, Sequential
+
+    denoise = Loop("denoise", 3, Node("denoiser", ("latents",), (Edge("latents", "denoiser"),)),
+                   outputs=(Edge("latents", "refiner"),))
+    refiner = Node("refiner", ("latents",), (Edge("latents", "denoiser"),))
+    walk = Loop("refine", 2, Sequential((denoise, refiner)), outputs=())
+    assert ("latents", "denoiser") in WalkFacts("w", walk).seeds
+    feeder = Node("feeder", ("x",), (Edge("latents", "denoiser"),))
+    walk2 = Loop("refine", 2, Sequential((feeder, denoise, refiner)), outputs=())
+    assert ("latents", "denoiser") not in WalkFacts("w", walk2).seeds

@@ -153,3 +153,29 @@ def test_a_loop_named_like_a_node_collides_with_it_as_in_mstar_s_registries():
         edges, _, finished = run_node(st, "A")
         assert names(edges) == [("x", "P")] and finished == ["P"]
         assert st.done is done_at_loop_end
+
+
+def _stream_sink(semantics):
+    """A loop whose one member takes nothing but the stream `tok`."""
+    sink = Node("sink", ("tok",), (Edge("out", "client"),))
+    return GraphState(GraphSpec("c#0", "consume", Loop("L", 3, sink), semantics, frozenset({"tok"})))
+
+
+def test_a_streaming_only_loop_member_takes_one_chunk_per_pass_as_in_mstar_0_2_1():
+    st = _stream_sink(PY)
+    assert st.streaming_ready("sink") and st.ingest_chunk(sig("tok", "sink")) == CURRENT
+    run_node(st, "sink")  # the loop advances to its second iteration
+    # mstar's registry took the node out of ready_for_streaming at the first chunk; only a
+    # worker-graph clear puts it back, so the second chunk is refused (the request hangs).
+    assert not st.streaming_ready("sink")
+    assert st.ingest_chunk(sig("tok", "sink")) == REJECTED
+    st.reset()
+    assert st.streaming_ready("sink") and st.ingest_chunk(sig("tok", "sink")) == CURRENT
+
+
+def test_the_rust_profiles_keep_a_streaming_only_loop_member_ready():
+    st = _stream_sink(Semantics("all", True, entities_by_name=False, stream_ready_once=False))
+    for _ in range(3):
+        assert st.ingest_chunk(sig("tok", "sink")) == CURRENT
+        run_node(st, "sink")
+    assert st.done
