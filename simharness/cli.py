@@ -18,7 +18,6 @@ from simharness import __version__
 from simharness.errors import ScenarioError, UsageError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-REPORT_MARKER = ".simharness-report"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,10 +45,12 @@ def _parser() -> argparse.ArgumentParser:
                           "ZMQ sockets, torch work; needs pip install 'simharness[real]')")
     _real_arguments(run)
     run.add_argument("--json", action="store_true", help="print the summary JSON on stdout")
-    run.add_argument("--report", nargs="?", const="", metavar="DIR",
-                     help="write summary.json, trace.jsonl and a Perfetto trace to DIR "
-                          "(default: reports/<scenario>-<runtime>-seed<N>)")
-    run.add_argument("--trace", metavar="FILE", help="write every event as JSON lines to FILE")
+    _report_argument(run, "summary.json, trace.jsonl, a Perfetto trace and report.html",
+                     "<scenario>-<runtime>-seed<N>")
+    run.add_argument("--trace", metavar="FILE",
+                     help="FILE.json: a Chrome trace-event file for ui.perfetto.dev (a track per "
+                          "node per rank, message arrows, violation markers); FILE.jsonl: every "
+                          "event as a JSON line")
     run.add_argument("--check-determinism", action="store_true",
                      help="run twice and fail if the trace digests differ")
 
@@ -68,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     _set_argument(cmp)
     cmp.add_argument("--json", action="store_true",
                      help='print {"arms": [summary, ...], "differences": [...]} on stdout')
+    _report_argument(cmp, "compare.json and report.html", "<scenario>-compare-seed<N>")
     conf = sub.add_parser(
         "confirm", help="run the simulation and the zmq backend on a scenario, side by side",
         description="Run a scenario in the simulation and on real processes (zmq backend) and "
@@ -80,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     _set_argument(conf)
     conf.add_argument("--json", action="store_true",
                       help='print {"sim": ..., "real": ..., "agree": ..., "differences": [...]}')
+    _report_argument(conf, "confirm.json and report.html", "<scenario>-confirm-<runtime>-seed<N>")
     _real_arguments(conf)
 
     rts = sub.add_parser("runtimes", help="list the runtimes under test")
@@ -114,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     fz.add_argument("--chunk-size", type=int, default=50, metavar="N",
                     help="examples per chunk, the unit of work and of determinism (default 50)")
     fz.add_argument("--json", action="store_true", help="print the campaign summary JSON on stdout")
+    _report_argument(fz, "fuzz.json and report.html", "fuzz-<runtime>-seed<N>")
 
     imp = sub.add_parser(
         "import-mstar", help="write a scenario from an mstar config and the model's own graphs",
@@ -166,7 +170,14 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--update", action="store_true",
                     help="record the new trace digest of cases that still behave as recorded")
     rp.add_argument("--json", action="store_true", help="print one JSON object per case")
+    _report_argument(rp, "replay.json and report.html", "replay-<case>")
     return p
+
+
+def _report_argument(p: argparse.ArgumentParser, what: str, default: str) -> None:
+    p.add_argument("--report", nargs="?", const="", metavar="DIR",
+                   help=f"write {what} (a self-contained page with pictures) to DIR "
+                        f"(default: reports/{default})")
 
 
 def _set_argument(p: argparse.ArgumentParser) -> None:
@@ -271,6 +282,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from simharness.run import run_scenario
     from simharness.scenario.loader import load_scenario
 
+    _check_trace_name(args.trace)
+    _check_report_target(args.report)
     scenario = load_scenario(args.scenario, args.overrides)
     seed = _seed(args)
     determinism = args.check_determinism or os.environ.get("SIMHARNESS_CHECK_DETERMINISM") == "1"
@@ -283,18 +296,17 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         given = [f"--{f.replace('_', '-')}" for f in REAL_FLAGS if getattr(args, f) is not None]
         if given:
             raise UsageError(f"{', '.join(given)} only apply to --backend zmq")
-        report = run_scenario(scenario, args.runtime, seed, check_determinism=determinism)
+        # A trace or a report reads every event afterwards: keep them.
+        report = run_scenario(scenario, args.runtime, seed, check_determinism=determinism,
+                              keep_trace=True)
     for note in report.result.notes:
         print(f"note: {note}", file=sys.stderr)
     summary = build_summary(report)
 
     if args.trace:
-        path = Path(args.trace)
-        if path.exists():
-            print(f"note: replacing existing {path}", file=sys.stderr)
-        report.result.recorder.write_jsonl(path)
+        _write_trace(report, Path(args.trace))
     if args.report is not None:
-        _write_report(report, summary, args.report)
+        _write_report(report, summary, args.report, ["simharness", *argv])
 
     if args.json:
         _print_json(summary)
@@ -326,10 +338,17 @@ def _compare(args: argparse.Namespace) -> int:
     if dup:
         raise UsageError(f"compare: runtime {dup[0]!r} is given twice")
     scenario = load_scenario(args.scenario, args.overrides)
+    _check_report_target(args.report)
     cmp = compare_runtimes(scenario, args.runtimes, _seed(args))
     for rep in cmp.reports:
         for note in rep.result.notes:
             print(f"note: {note}", file=sys.stderr)
+    if args.report is not None:
+        from simharness.report.html import compare_page
+        from simharness.report.writer import json_text
+
+        _emit_report(args.report, f"{cmp.scenario.name}-compare-seed{cmp.scenario.seed}",
+                     {"compare.json": json_text(cmp.to_json()), "report.html": compare_page(cmp)})
     if args.json:
         _print_json(cmp.to_json())
     else:
@@ -356,10 +375,23 @@ def _confirm(args: argparse.Namespace) -> int:
     _real_options(args)  # fail on a missing dependency before simulating anything
     from real_backends.confirm import compare, render, summarize
 
+    _check_report_target(args.report)
     sim = run_scenario(scenario, args.runtime, seed)
     real = _run_real(scenario, args, seed, sim_report=sim)
     a, b = summarize(sim), summarize(real)
     agree, diffs = compare(a, b)
+    if args.report is not None:
+        import io
+
+        from simharness.report.html import confirm_page
+        from simharness.report.writer import json_text
+
+        buf = io.StringIO()
+        render(a, b, agree, diffs, buf)
+        doc = {"sim": a, "real": b, "agree": agree, "differences": diffs}
+        _emit_report(args.report, f"{sim.scenario.name}-confirm-{sim.runtime}-seed{sim.scenario.seed}",
+                     {"confirm.json": json_text(doc),
+                      "report.html": confirm_page(sim, real, a, b, agree, diffs, buf.getvalue())})
     if args.json:
         _print_json({"sim": a, "real": b, "agree": agree, "differences": diffs})
     else:
@@ -367,23 +399,59 @@ def _confirm(args: argparse.Namespace) -> int:
     return EXIT_PASS if agree else EXIT_FAIL
 
 
-def _write_report(report, summary: dict, target: str) -> None:
+def _check_report_target(target: str | None) -> None:
+    """Refuse a --report folder that is not ours before any work is done."""
+    if target:
+        from simharness.report.writer import report_dir
+
+        report_dir(target, "")
+
+
+def _emit_report(target: str, default_name: str, files: dict) -> None:
+    from simharness.report.writer import report_dir, write_report
+
+    out = report_dir(target, default_name)
+    names = write_report(out, files)
+    print(f"report written to {out}/ ({', '.join(names)}); open {out / 'report.html'}", file=sys.stderr)
+
+
+def _write_report(report, summary: dict, target: str, command: list[str] | None = None) -> None:
+    from simharness.report.html import run_page
     from simharness.report.perfetto import write_perfetto
+    from simharness.report.story import build_story
+    from simharness.report.writer import json_text
 
     sc = report.scenario
-    out = Path(target) if target else Path("reports") / f"{sc.name}-{report.runtime}-seed{sc.seed}"
-    if out.exists():
-        if not out.is_dir():
-            raise UsageError(f"--report {out}: exists and is not a directory")
-        if any(out.iterdir()) and not (out / REPORT_MARKER).exists():
-            raise UsageError(f"--report {out}: directory is not empty and was not written by "
-                             f"simharness; choose another directory")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / REPORT_MARKER).write_text("written by simharness; safe to replace\n", encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    report.result.recorder.write_jsonl(out / "trace.jsonl")
-    write_perfetto(report.result.events, out / "trace.perfetto.json")
-    print(f"report written to {out}/ (summary.json, trace.jsonl, trace.perfetto.json)", file=sys.stderr)
+    story = build_story(report)
+    _emit_report(target, f"{sc.name}-{report.runtime}-seed{sc.seed}", {
+        "summary.json": json_text(summary),
+        "trace.jsonl": report.result.recorder.write_jsonl,
+        "trace.perfetto.json": lambda path: write_perfetto(story, path),
+        "report.html": run_page(report, command, story),
+    })
+
+
+TRACE_SUFFIXES = (".json", ".jsonl")
+
+
+def _check_trace_name(name: str | None) -> None:
+    if name and not name.endswith(TRACE_SUFFIXES):
+        raise UsageError(f"--trace {name}: expected FILE.json (a Chrome trace-event file for "
+                         f"ui.perfetto.dev) or FILE.jsonl (every event as a JSON line)")
+
+
+def _write_trace(report, path: Path) -> None:
+    if path.exists():
+        print(f"note: replacing existing {path}", file=sys.stderr)
+    if path.suffix == ".jsonl":
+        report.result.recorder.write_jsonl(path)
+        print(f"trace written to {path} (event log, one JSON object per line)", file=sys.stderr)
+    else:
+        from simharness.report.perfetto import write_perfetto
+
+        write_perfetto(report, path)
+        print(f"trace written to {path} (Chrome trace-event format: open it at ui.perfetto.dev)",
+              file=sys.stderr)
 
 
 def _runtimes() -> int:
@@ -431,11 +499,22 @@ def _fuzz(args: argparse.Namespace) -> int:
                          workers=args.workers, scheduler=args.scheduler,
                          chunk_size=args.chunk_size, tolerated_only=args.tolerated_only,
                          shrink=not args.no_shrink)
+    _check_report_target(args.report)
     progress = Progress(sys.stderr)
     result = run_campaign(cfg, progress)
     progress.done(result)
     paths = {} if args.no_write else write_cases(result, args.corpus)
     summary = campaign_summary(result, paths)
+    if args.report is not None:
+        import io
+
+        from simharness.report.html import fuzz_page
+        from simharness.report.writer import json_text
+
+        buf = io.StringIO()
+        print_summary(summary, buf)
+        _emit_report(args.report, f"fuzz-{args.runtime}-seed{args.seed}",
+                     {"fuzz.json": json_text(summary), "report.html": fuzz_page(summary, buf.getvalue())})
     if args.json:
         _print_json(summary)
     else:
@@ -474,17 +553,31 @@ def _sweep(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from simharness.explore.corpus import replay
 
+    _check_report_target(args.report)
     worst = EXIT_PASS
+    done = []
     for path in args.case:
         r = replay(path, update=args.update)
+        doc = {"case": str(r.path), "runtime": r.runtime, "status": r.status,
+               "expected": r.expected, "got": r.got, "trace_digest": r.digest,
+               "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message}
+        done.append((r, doc))
         if args.json:
-            _print_json({"case": str(r.path), "runtime": r.runtime, "status": r.status,
-                         "expected": r.expected, "got": r.got, "trace_digest": r.digest,
-                         "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message})
+            _print_json(doc)
         else:
             print(f"{'ok ' if r.ok else 'DIVERGED'} {r.path} [{r.status}, {r.runtime}]: {r.message}")
         if not r.ok:
             worst = EXIT_FAIL
+    if args.report is not None:
+        from simharness.report.html import replay_page
+        from simharness.report.writer import json_text
+        from simharness.run import run_scenario
+        from simharness.scenario.loader import load_scenario
+
+        # The page shows each case's run: run it once more, keeping its events.
+        runs = [(r, run_scenario(load_scenario(r.path), r.runtime)) for r, _ in done]
+        _emit_report(args.report, f"replay-{Path(args.case[0]).stem}",
+                     {"replay.json": json_text([doc for _, doc in done]), "report.html": replay_page(runs)})
     return worst
 
 

@@ -87,10 +87,13 @@ def run_scenario(
     runtime_name: str | None = None,
     seed: int | None = None,
     check_determinism: bool = False,
+    keep_trace: bool = True,
 ) -> RunReport:
+    """Run once and check. `keep_trace`: keep every event on the result (reports and traces
+    read them afterwards)."""
     scenario = with_seed(scenario, seed)
     t0 = time.perf_counter()
-    result, violations = simulate(scenario, runtime_name)
+    result, violations = simulate(scenario, runtime_name, keep_trace=keep_trace)
     digest = result.recorder.digest()
     wall = time.perf_counter() - t0
     report = RunReport(scenario, result.runtime, "sim", result, violations, digest, wall)

@@ -1,0 +1,274 @@
+"""The report's pictures, drawn by matplotlib (and networkx for the wait-for graph).
+
+Each function takes a `Story` (or plain data) and returns PNG bytes. matplotlib is imported here
+and only here, inside the functions, so that no command pays for it unless a report is asked
+for. Figures are built on the object API (`Figure` + the Agg canvas), never pyplot: no global
+state, no display needed.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from typing import Any
+
+from simharness.checks.base import rid_order
+from simharness.report.story import Message, Story, chosen_request, utilisation
+from simharness.report.summary import node_order
+
+RED = "#d62728"
+DPI = 100
+
+
+def _figure(w: float, h: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    # No timestamp in the PNG's metadata: the same run draws the same bytes.
+    fig.savefig(buf, format="png", bbox_inches="tight", metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _colours(rids: list[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20" if len(rids) > 10 else "tab10"]
+    return {rid: cmap(i % cmap.N) for i, rid in enumerate(rids)}
+
+
+def lanes(story: Story) -> list[tuple[int, str]]:
+    """(rank, node) rows of the timeline: rank by rank, nodes in the scenario's order."""
+    place = node_order(story.report.scenario)
+    first_walk: dict[tuple[int, str], str] = {}
+    for _, f in story.forwards:
+        first_walk.setdefault((f.rank, f.node), f.walk)
+    return sorted(first_walk, key=lambda k: (k[0], place(first_walk[k], k[1]), k[1]))
+
+
+def timeline(story: Story) -> bytes:
+    """Forwards by (rank, node) over time, coloured by request; extra passes and hangs marked."""
+    rows = lanes(story)
+    rids = sorted({f.rid for _, f in story.forwards}, key=rid_order)
+    colour = _colours(rids)
+    fig = _figure(12, 1.2 + 0.42 * max(len(rows), 1))
+    ax = fig.add_subplot()
+    y_of = {lane: i for i, lane in enumerate(rows)}
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
+    extra_pts: list[tuple[float, float, float]] = []
+    for i, f in story.forwards:
+        y = y_of[(f.rank, f.node)]
+        bars[(y, f.rid)].append((f.start, max(f.t - f.start, 1e-6)))
+        if i in story.extra:
+            extra_pts.append((f.start, f.t - f.start, y))
+    for (y, rid), spans in bars.items():
+        ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=colour[rid], linewidth=0)
+    if extra_pts:
+        for s, d, y in extra_pts:
+            ax.broken_barh([(s, max(d, 1e-6))], (y - 0.45, 0.9), facecolors="none",
+                           edgecolors=RED, linewidth=1.6)
+        ax.scatter([s + d / 2 for s, d, _ in extra_pts], [y - 0.55 for _, _, y in extra_pts],
+                   marker="v", s=46, color=RED, zorder=5, label="extra pass (beyond what the graph implies)")
+        s, d, y = extra_pts[0]
+        k, n = next(story.pass_of[i] for i, _f in story.forwards if i in story.extra)
+        ax.annotate(f"forward {k} of {n}", xy=(s + d / 2, y - 0.55), xytext=(0, 14),
+                    textcoords="offset points", color=RED, fontsize=8, ha="center")
+    for st in story.stalls:
+        ax.axvline(st.t, color=RED, linestyle="--", linewidth=1.4)
+        ax.text(st.t, -0.95, f" hang {st.rid} ({st.reason})", color=RED, fontsize=8, va="top")
+    ax.set_yticks(range(len(rows)), [f"{node} @ rank {r}" for r, node in rows])
+    ax.set_ylim(len(rows) - 0.4, -1.0)
+    ax.set_xlabel("simulated time (s)" if story.report.backend == "sim" else "time (s)")
+    ax.set_title("forwards by node and rank, coloured by request")
+    ax.grid(axis="x", alpha=0.3)
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=colour[r], label=r) for r in rids[:20]]
+    if extra_pts:
+        handles.append(ax.get_legend_handles_labels()[0][-1])
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    return _png(fig)
+
+
+def message_window(story: Story, rid: str) -> tuple[list[Message], float, float, int]:
+    """The messages of `rid` to draw, the time window, and how many earlier ones are left out.
+
+    A long loop sends hundreds of messages; the picture shows the end of the story: the last
+    iterations before the first stray loop-back (or the hang) and everything after it.
+    """
+    msgs = sorted((m for m in story.messages if m.rid == rid), key=lambda m: m.t_send)
+    if not msgs:
+        return [], 0.0, 1.0, 0
+    keep = 48
+    first = next((i for i, m in enumerate(msgs) if m.stray), None)
+    if first is not None:
+        start = max(0, first - 18)
+    else:
+        start = max(0, len(msgs) - keep)
+    shown = msgs[start:]
+    t0 = shown[0].t_send
+    stall_t = max((s.t for s in story.stalls if s.rid == rid), default=None)
+    t1 = max([m.t_recv or m.t_send for m in shown] + [m.t_send for m in shown])
+    ends = [f.t for _, f in story.forwards if f.rid == rid and f.start >= t0]
+    if ends:
+        t1 = max(t1, max(ends))
+    if stall_t is not None:
+        t1 = max(t1, stall_t)
+    return shown, t0, t1, start
+
+
+def message_diagram(story: Story, rid: str | None = None) -> tuple[bytes, str]:
+    """Ranks as lanes, messages of one request as arrows; strays red; parked, dropped marked.
+
+    Returns the PNG and a one-line caption saying what window it shows.
+    """
+    rid = rid or chosen_request(story)
+    fig = _figure(12, 1.6 + 1.1 * max(len(story.ranks), 1))
+    ax = fig.add_subplot()
+    if rid is None:
+        ax.text(0.5, 0.5, "no request", ha="center")
+        return _png(fig), "no request"
+    shown, t0, t1, skipped = message_window(story, rid)
+    span = max(t1 - t0, 1e-6)
+    pad = span * 0.02
+    # the request's forwards, thin bars on each rank's lane, labelled by node
+    for i, f in story.forwards:
+        if f.rid != rid or f.t < t0 - pad or f.start > t1 + pad:
+            continue
+        extra = i in story.extra
+        ax.broken_barh([(f.start, max(f.t - f.start, 1e-6))], (f.rank - 0.12, 0.24),
+                       facecolors=RED if extra else "#9ecae1",
+                       edgecolors=RED if extra else "#3182bd", linewidth=0.6)
+        if extra:
+            ax.text(f.start, f.rank + 0.3, f"extra {f.node} #{f.counter}", color=RED, fontsize=7)
+    seen_sib = False
+    for m in shown:
+        colour = RED if m.stray else "#444444"
+        lw = 1.8 if m.stray else 0.8
+        if m.kind == "sibling":
+            seen_sib = True
+            ax.annotate("", xy=(m.t_send + span * 0.012, m.src_rank - 0.02),
+                        xytext=(m.t_send, m.src_rank - 0.02),
+                        arrowprops={"arrowstyle": "->", "color": colour, "lw": lw,
+                                    "connectionstyle": "arc3,rad=-1.2"})
+        elif m.t_recv is not None:
+            ax.annotate("", xy=(m.t_recv, m.dst_rank), xytext=(m.t_send, m.src_rank),
+                        arrowprops={"arrowstyle": "->", "color": colour, "lw": lw})
+        else:
+            ax.plot([m.t_send], [m.src_rank], marker="x", color="black")
+        if m.stray:
+            y = m.dst_rank if m.kind == "peer" else m.src_rank - 0.35
+            ax.text((m.t_recv or m.t_send) + span * 0.005, y - 0.12,
+                    f"{m.label} → {m.signals[0][1]} after loop end", color=RED, fontsize=7)
+    parked = [(t, r) for t, r, p_rid, _n, _wg in story.parked if p_rid == rid]
+    dropped = [(t, r) for t, r, d_rid, _n, _why in story.dropped if d_rid == rid]
+    if parked:
+        ax.scatter(*zip(*parked, strict=True), marker="s", s=40, color="#ff7f0e", zorder=6,
+                   label="input parked (its loop is done)")
+    if dropped:
+        ax.scatter(*zip(*dropped, strict=True), marker="X", s=50, color="black", zorder=6,
+                   label="input dropped")
+    for st in story.stalls:
+        if st.rid == rid:
+            ax.axvline(st.t, color=RED, linestyle="--")
+            ax.text(st.t, -0.6, f" hang ({st.reason})", color=RED, fontsize=8)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color="#444444", label="message (arrow: sender → receiver)"),
+               Line2D([], [], color=RED, lw=1.8, label="loop-back sent after the loop's end")]
+    if seen_sib:
+        handles.append(Line2D([], [], color="#444444", marker=r"$\curvearrowright$", linestyle="",
+                              label="hand-over to a sibling worker graph (same rank)"))
+    from matplotlib.patches import Patch
+
+    handles.append(Patch(color="#9ecae1", label=f"a forward of {rid}"))
+    if any(i in story.extra for i, f in story.forwards if f.rid == rid):
+        handles.append(Patch(color=RED, label="a forward beyond what the graph implies"))
+    handles += [h for h in ax.get_legend_handles_labels()[0] if h not in handles]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.set_yticks(story.ranks, [f"rank {r}" for r in story.ranks])
+    ax.set_ylim(max(story.ranks, default=0) + 0.7, -0.8)
+    ax.set_xlim(t0 - pad, t1 + pad)
+    ax.set_xlabel("time (s)")
+    ax.set_title(f"messages of request {rid}")
+    ax.grid(axis="x", alpha=0.3)
+    caption = (f"request {rid}: {len(shown)} messages from t={t0:.3f} s to t={t1:.3f} s"
+               + (f" ({skipped} earlier messages not drawn)" if skipped else ""))
+    return _png(fig), caption
+
+
+def wait_for_graph(story: Story) -> bytes | None:
+    """The first hang's wait-for graph: each blocked node points at who it waits for."""
+    if not story.stalls:
+        return None
+    import networkx as nx
+
+    st = story.stalls[0]
+    facts = story.report.scenario.walk_facts.get(st.walk)
+    g = nx.DiGraph()
+    blocked_at = {b.node: f"{b.node}@{b.rank}" for b in st.blocked}
+    for b in st.blocked:
+        me = f"{b.node}@{b.rank}"
+        g.add_node(me, kind="gated" if b.gate else "blocked")
+        if b.gate:
+            for name in b.gate_waits or ("?",):
+                g.add_edge(me, "conductor (walk start)", label=name)
+        for name in b.missing:
+            prods = facts.producers(name, b.node) if facts else []
+            for p in prods or ["nobody"]:
+                g.add_edge(me, blocked_at.get(p, p), label=name)
+    fig = _figure(8, 5)
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    if g.number_of_nodes() == 0:
+        ax.text(0.5, 0.5, "no node holds or waits for anything", ha="center")
+        return _png(fig)
+    pos = nx.circular_layout(sorted(g.nodes)) if g.number_of_nodes() > 2 else nx.spring_layout(g, seed=0)
+    colours = [RED if g.nodes[n].get("kind") == "gated" else
+               ("#fdae6b" if g.nodes[n].get("kind") == "blocked" else "#c6dbef") for n in g.nodes]
+    nx.draw_networkx(g, pos, ax=ax, node_color=colours, node_size=1800, font_size=8,
+                     arrowsize=16, edge_color="#555555")
+    nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels=nx.get_edge_attributes(g, "label"),
+                                 font_size=7)
+    ax.set_title(f"wait-for graph: {st.rid} in {st.walk} (pass {st.pass_no}) at t={st.t:.3f} s")
+    return _png(fig)
+
+
+def utilisation_chart(story: Story) -> bytes:
+    share = utilisation(story)
+    fig = _figure(6, 0.8 + 0.45 * max(len(share), 1))
+    ax = fig.add_subplot()
+    ranks = sorted(share)
+    ax.barh([f"rank {r}" for r in ranks], [share[r] * 100 for r in ranks], color="#3182bd")
+    for i, r in enumerate(ranks):
+        ax.text(share[r] * 100 + 1, i, f"{share[r] * 100:.0f}%", va="center", fontsize=8)
+    ax.set_xlim(0, 110)
+    ax.invert_yaxis()
+    ax.set_xlabel("busy share of the run (%)")
+    ax.set_title("utilisation per rank")
+    return _png(fig)
+
+
+def coverage_chart(coverage: dict[str, Any]) -> bytes:
+    """Fuzz coverage: how many examples reached each feature of each area (grey: never)."""
+    items = [(area, name, int(v)) for area, feats in coverage.items() if isinstance(feats, dict)
+             for name, v in feats.items()]
+    fig = _figure(8, 0.6 + 0.22 * max(len(items), 1))
+    ax = fig.add_subplot()
+    labels = [f"{area}: {name}" for area, name, _ in items]
+    top = max([n for _, _, n in items] + [1])
+    ax.barh(labels, [n if n else top * 0.02 for _, _, n in items],
+            color=["#31a354" if n else "#d9d9d9" for _, _, n in items])
+    for i, (_a, _n, n) in enumerate(items):
+        ax.text((n or top * 0.02) + top * 0.01, i, str(n) if n else "never", va="center", fontsize=7)
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_xlabel("examples that reached the feature")
+    ax.set_title("coverage per feature")
+    return _png(fig)
