@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,9 @@ class RealOptions:
     threads_per_rank: int = 1
     kill: tuple[int, float] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: called as progress(ready, total, elapsed_s) while the processes start (that takes from
+    #: seconds to minutes: each imports torch); once more when all are ready
+    progress: Callable[[int, int, float], None] | None = None
 
     def check(self) -> None:
         if self.device not in ("cpu", "cuda"):
@@ -213,6 +216,13 @@ class Launcher:
                     [sys.executable, "-m", "real_backends.process", str(cfg_path), *role],
                     stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env=env)
             self.children[ep] = _Child(ep, proc, log, pid=proc.pid)
+
+    def _started(self) -> bool:
+        """Every process has said hello; tells `options.progress` how many have so far."""
+        ready = sum(1 for c in self.children.values() if c.device)
+        if self.options.progress is not None:
+            self.options.progress(ready, len(self.children), time.perf_counter() - self._wall0)
+        return ready == len(self.children)
 
     def _log_tail(self, child: _Child, lines: int = 12) -> str:
         try:
@@ -454,14 +464,14 @@ class Launcher:
     # -- the run ------------------------------------------------------------------------------
 
     def run(self) -> RunReport:
-        wall0 = time.perf_counter()
+        wall0 = self._wall0 = time.perf_counter()
         run_dir = tempfile.mkdtemp(prefix="simharness-")
         self.run_dir = run_dir
         self.transport = Transport(CLIENT_ID, Endpoints(self.options.endpoints, run_dir))
         try:
             self._spawn(run_dir)
-            self._await(lambda: all(c.device for c in self.children.values()),
-                        self.options.startup_timeout_s, "every process to start", fatal=True)
+            self._await(self._started, self.options.startup_timeout_s, "every process to start",
+                        fatal=True)
             self.t0 = time.monotonic()
             for ep in self.endpoints_all():
                 self.send(ep, ctl.Start(t0=self.t0))

@@ -359,11 +359,25 @@ def _compare(args: argparse.Namespace) -> int:
 def _run_real(scenario, args: argparse.Namespace, seed: int | None, sim_report=None):
     options = _real_options(args)
     from real_backends.launcher import RealBackendError, run_real
+    from simharness.report.progress import StatusLine
 
+    status = StatusLine(sys.stderr)
+
+    def progress(ready: int, total: int, elapsed: float) -> None:
+        # Start-up imports torch in every process: tens of seconds on a busy CPU.
+        if ready < total:
+            status.update(f"zmq: starting {total} processes (a conductor and {total - 1} ranks): "
+                          f"{ready} ready after {elapsed:.0f} s")
+        else:
+            status.done(f"zmq: {total} processes ready in {elapsed:.1f} s; running")
+
+    options.progress = progress
     try:
         return run_real(scenario, args.runtime, seed, options, sim_report=sim_report)
     except RealBackendError as exc:
         raise UsageError(f"zmq backend: {exc}") from None
+    finally:
+        status.done()
 
 
 def _confirm(args: argparse.Namespace) -> int:
@@ -500,8 +514,18 @@ def _fuzz(args: argparse.Namespace) -> int:
                          chunk_size=args.chunk_size, tolerated_only=args.tolerated_only,
                          shrink=not args.no_shrink)
     _check_report_target(args.report)
+    from simharness.report.progress import StatusLine
+
     progress = Progress(sys.stderr)
-    result = run_campaign(cfg, progress)
+    shrinking = StatusLine(sys.stderr)
+
+    def on_shrink(done: int, total: int, sig: str | None) -> None:
+        if sig is None:
+            shrinking.done()
+        else:
+            shrinking.update(f"shrinking failure {done + 1} of {total}: {sig}", force=True)
+
+    result = run_campaign(cfg, progress, on_shrink=on_shrink)
     progress.done(result)
     paths = {} if args.no_write else write_cases(result, args.corpus)
     summary = campaign_summary(result, paths)

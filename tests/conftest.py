@@ -17,6 +17,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 
+# Scenario files kept under tests/ are inputs of the tests that load them, not test items of
+# their own: the simharness pytest plugin would otherwise collect each one (it collects every
+# scenario YAML it meets; `pytest scenarios/` is where that is meant).
+collect_ignore_glob = ["*.yaml", "*.yml"]
+
 
 @pytest.fixture
 def scenarios_dir() -> Path:

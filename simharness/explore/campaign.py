@@ -244,7 +244,11 @@ def _chunk_sizes(cfg: CampaignConfig) -> Iterator[int]:
 
 
 def run_campaign(cfg: CampaignConfig,
-                 progress: Callable[[CampaignResult], None] | None = None) -> CampaignResult:
+                 progress: Callable[[CampaignResult], None] | None = None,
+                 on_shrink: Callable[[int, int, str | None], None] | None = None) -> CampaignResult:
+    """Explore, then shrink each distinct failure. `progress(result)` is called after each chunk;
+    `on_shrink(done, total, signature)` before each failure's shrink (signature None once all
+    are done), so a long shrink is not silent."""
     if cfg.examples is None and cfg.time_s is None:
         cfg.time_s = 60.0
     result = CampaignResult(cfg, 0, 0, Counter(), Counter(), {}, {}, [], 0.0, 0.0)
@@ -264,8 +268,19 @@ def run_campaign(cfg: CampaignConfig,
             order = sorted(result.findings)
             tasks = [(cfg.spec(result.findings[s].chunk, _size_of(cfg, result.findings[s].chunk)),
                       result.findings[s], cfg.max_shrink_calls) for s in order]
-            for s, shrunk in zip(order, ex.map(_shrink_task, tasks), strict=True):
-                result.shrunk[s] = shrunk
+            if ex.client is None:
+                # In this process: one at a time, saying which.
+                for k, (s, task) in enumerate(zip(order, tasks, strict=True)):
+                    if on_shrink is not None:
+                        on_shrink(k, len(order), s)
+                    result.shrunk[s] = _shrink_task(task)
+            else:
+                if on_shrink is not None:
+                    on_shrink(0, len(order), ", ".join(order))
+                for s, shrunk in zip(order, ex.map(_shrink_task, tasks), strict=True):
+                    result.shrunk[s] = shrunk
+            if on_shrink is not None:
+                on_shrink(len(order), len(order), None)
             result.shrink_s = time.perf_counter() - t1
     finally:
         ex.close()

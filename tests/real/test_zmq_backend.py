@@ -126,18 +126,23 @@ def test_cli_zmq_json_is_the_only_thing_on_stdout(capsys, no_orphans):
 
     rc = main(["run", str(SCENARIOS / "bagel_cfg.yaml"), "--backend", "zmq", "--time-scale", str(FAST),
                "--set", TWO_REQUESTS, "--runtime", "mstar-python", "--json"])
-    out = capsys.readouterr().out
-    summary = json.loads(out)
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
     assert rc == 0 and summary["backend"] == "zmq" and summary["outcome"] == "pass"
     assert summary["device"] == "cpu"
+    # start-up is not silent: stderr says when the processes are ready
+    assert "zmq: 4 processes ready in" in captured.err
 
 
-def test_confirm_agrees_on_the_stray_pass(capsys, no_orphans):
+def test_confirm_agrees_on_the_stray_pass(capsys, no_orphans, tmp_path):
     from tests.conftest import SCENARIOS
 
     rc = main(["confirm", str(SCENARIOS / "bagel_cfg.yaml"), "--runtime", "mstar-rust-prefix",
-               "--time-scale", str(FAST), "--set", TWO_REQUESTS, "--json"])
+               "--time-scale", str(FAST), "--set", TWO_REQUESTS, "--json", "--report", str(tmp_path)])
     doc = json.loads(capsys.readouterr().out)
+    html = (tmp_path / "report.html").read_text()
+    assert "<th>sim</th><th>real</th>" in html and html.count('<img id="timeline"') == 2
+    assert json.loads((tmp_path / "confirm.json").read_text()) == doc
     assert set(doc) == {"sim", "real", "agree", "differences"}
     assert doc["agree"] is True and rc == 0, doc["differences"]
     assert doc["sim"]["backend"] == "sim" and doc["real"]["backend"] == "zmq"

@@ -80,8 +80,11 @@ def test_fuzz_json_writes_cases_that_replay(tmp_path, capsys):
     corpus = tmp_path / "corpus"
     code = main(["fuzz", "--runtime", "mstar-rust-prefix", "--examples", "50", "--json",
                  "--corpus", str(corpus)])
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
     assert code == 1 and out["examples"] == 50
+    # shrinking says what it is doing (stderr: the JSON on stdout stays alone)
+    assert f"shrinking failure 1 of {len(out['failures'])}: " in captured.err
     sigs = {f["signature"]: f for f in out["failures"]}
     assert "loop_exit:peer" in sigs
     f = sigs["loop_exit:peer"]

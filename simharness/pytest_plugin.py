@@ -1,0 +1,180 @@
+"""The pytest plugin: scenarios and corpus cases as test items, and a fixture that runs one.
+
+Registered under the ``pytest11`` entry point, so installing simharness is enough::
+
+    pytest scenarios/                 # every scenario and corpus case under it
+    pytest scenarios/ --junitxml=out.xml
+
+* A **scenario** YAML (a mapping with ``graph`` and ``placement``) is collected as a file with
+  one item, ``checks`` (every built-in check), plus ``expect`` when the scenario has an
+  ``expect:`` block. Both share one run under the scenario's own runtime and seed. A failure
+  prints the console report, as ``simharness run`` would.
+* A **corpus case** (a scenario with a ``corpus:`` block) is one item named after its runtime
+  and status. A ``fixed`` case must pass. An ``open`` case is an expected failure: it is
+  reported as xfailed while it still fails exactly as recorded (signature and trace digest),
+  and fails (strict) when it passes, or fails in another way.
+* The **fixture** ``simharness_run`` runs a scenario inside any test and returns its summary
+  (the ``--json`` object of ``simharness run``).
+
+Other YAML files (configs, CI files) are left alone: a file is collected only when it parses to
+a scenario. ``simharness_collect = false`` in the pytest ini options turns collection off.
+Everything heavy is imported when an item runs, not when pytest starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SUFFIXES = (".yaml", ".yml")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini("simharness_collect", type="bool", default=True,
+                  help="collect simharness scenario and corpus YAML files as test items")
+
+
+def _sniff(path: Path) -> dict[str, Any] | None:
+    """The parsed file if it is a simharness scenario (or corpus case), else None."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if isinstance(raw, dict) and "graph" in raw and "placement" in raw:
+        return raw
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in SUFFIXES or not parent.config.getini("simharness_collect"):
+        return None
+    raw = _sniff(file_path)
+    if raw is None:
+        return None
+    if isinstance(raw.get("corpus"), dict):
+        return CorpusFile.from_parent(parent, path=file_path)
+    return ScenarioFile.from_parent(parent, path=file_path)
+
+
+class SimharnessFailure(Exception):
+    """A scenario or case that did not behave; its text is the console report."""
+
+
+class CaseStillFails(Exception):
+    """An open corpus case failed exactly as recorded: the expected failure."""
+
+
+def _console(report: Any, command: list[str]) -> str:
+    import io
+
+    from simharness.report.console import render
+
+    buf = io.StringIO()
+    render(report, buf, command=command)
+    return buf.getvalue()
+
+
+class ScenarioFile(pytest.File):
+    _report: Any = None
+
+    def collect(self):
+        raw = _sniff(self.path) or {}
+        yield ScenarioItem.from_parent(self, name="checks", part="checks")
+        if raw.get("expect"):
+            yield ScenarioItem.from_parent(self, name="expect", part="expect")
+
+    def report(self) -> Any:
+        """One run per file, shared by its items."""
+        if self._report is None:
+            from simharness.run import run_scenario
+            from simharness.scenario.loader import load_scenario
+
+            self._report = run_scenario(load_scenario(self.path))
+        return self._report
+
+
+class ScenarioItem(pytest.Item):
+    def __init__(self, *, part: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.part = part
+
+    def runtest(self) -> None:
+        from simharness.errors import ScenarioError, UsageError
+
+        try:
+            report = self.parent.report()
+        except (ScenarioError, UsageError) as exc:
+            raise SimharnessFailure(f"error: {exc}") from None
+        mine = [v for v in report.violations if (v.check == "expect") == (self.part == "expect")]
+        if mine:
+            raise SimharnessFailure(_console(report, ["simharness", "run", str(self.path)]))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, SimharnessFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"scenario {self.path.name}: {self.part}"
+
+
+class CorpusFile(pytest.File):
+    def collect(self):
+        raw = _sniff(self.path) or {}
+        meta = raw.get("corpus", {})
+        runtime, status = meta.get("runtime", "?"), meta.get("status", "?")
+        item = CorpusItem.from_parent(self, name=f"{runtime}[{status}]")
+        if status == "open":
+            item.add_marker(pytest.mark.xfail(
+                raises=CaseStillFails, strict=True,
+                reason=f"open case: {meta.get('signature', '?')} under {runtime} is a known failure"))
+        yield item
+
+
+class CorpusItem(pytest.Item):
+    def runtest(self) -> None:
+        from simharness.explore.corpus import replay
+
+        r = replay(self.path)
+        if r.ok and r.status == "open":
+            raise CaseStillFails(r.message)
+        if not r.ok:
+            text = f"{r.path} [{r.status}, {r.runtime}]: {r.message}"
+            if r.got is not None:
+                from simharness.run import run_scenario
+                from simharness.scenario.loader import load_scenario
+
+                report = run_scenario(load_scenario(self.path), r.runtime)
+                text += "\n\n" + _console(report, ["simharness", "replay", str(self.path)])
+            raise SimharnessFailure(text)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, SimharnessFailure | CaseStillFails):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"corpus case {self.path.name}: {self.name}"
+
+
+@pytest.fixture
+def simharness_run():
+    """Run a scenario and return its summary (the object ``simharness run --json`` prints).
+
+    ``simharness_run(path_or_scenario, runtime=None, seed=None, overrides=())``; the summary's
+    ``outcome`` is ``pass`` or ``fail`` and ``violations`` lists what the checks found.
+    """
+    def run(scenario: Any, runtime: str | None = None, seed: int | None = None,
+            overrides: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+        from simharness.report.summary import build_summary
+        from simharness.run import run_scenario
+        from simharness.scenario.loader import load_scenario
+
+        sc = load_scenario(scenario, list(overrides)) if isinstance(scenario, str | Path) else scenario
+        return build_summary(run_scenario(sc, runtime, seed))
+
+    return run

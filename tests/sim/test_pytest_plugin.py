@@ -1,0 +1,108 @@
+"""The pytest plugin, run as a user would: pytest in a folder of scenarios, with --junitxml.
+
+Each test runs pytest in a subprocess, in a temporary folder (no project ini), with the plugin
+loaded from its entry point, and reads the outcome of every item from the JUnit XML.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import SCENARIOS
+from tests.helpers import split_loop
+
+CASE = SCENARIOS / "corpus" / "mstar-rust-prefix__loop_exit-sibling.yaml"
+
+
+def _pytest(folder: Path, *args: str) -> tuple[int, str, dict[str, str]]:
+    """(exit code, output, item id -> passed|failed|skipped|xfailed) of pytest in `folder`."""
+    xml = folder / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+                           f"--junitxml={xml}", *args], cwd=folder, capture_output=True, text=True,
+                          timeout=600)
+    results = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        ident = f"{case.get('classname')}::{case.get('name')}"
+        kinds = [child.tag for child in case]
+        skipped = next((c for c in case if c.tag == "skipped"), None)
+        if "failure" in kinds or "error" in kinds:
+            results[ident] = "failed"
+        elif skipped is not None:
+            results[ident] = "xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"
+        else:
+            results[ident] = "passed"
+    return proc.returncode, proc.stdout + proc.stderr, results
+
+
+def _write(path: Path, raw: dict) -> None:
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+def test_scenarios_and_cases_become_test_items(tmp_path):
+    good = split_loop()
+    good["expect"] = {"forwards_per_request": {"w": {"A": 3, "B": 3, "C": 1}}}
+    _write(tmp_path / "good.yaml", good)
+    wrong = split_loop()
+    wrong["expect"] = {"forwards_per_request": {"w": {"A": 4}}}
+    _write(tmp_path / "wrong_expect.yaml", wrong)
+    _write(tmp_path / "broken.yaml", {**split_loop(), "runtime": "mstar-rust-prefix"})
+    (tmp_path / "corpus").mkdir()
+    shutil.copy(CASE, tmp_path / "corpus" / "open.yaml")
+    fixed = yaml.safe_load(CASE.read_text())
+    fixed["corpus"]["status"] = "fixed"
+    _write(tmp_path / "corpus" / "claims_fixed.yaml", fixed)
+    # other YAML files are not scenarios and are left alone
+    (tmp_path / "ci.yaml").write_text("jobs: {test: {runs-on: linux}}\n")
+
+    code, out, results = _pytest(tmp_path)
+    assert results == {
+        "good.yaml::checks": "passed",
+        "good.yaml::expect": "passed",
+        "wrong_expect.yaml::checks": "passed",
+        "wrong_expect.yaml::expect": "failed",
+        "broken.yaml::checks": "failed",
+        "corpus.open.yaml::mstar-rust-prefix[open]": "xfailed",
+        "corpus.claims_fixed.yaml::mstar-rust-prefix[fixed]": "failed",
+    }, out
+    assert code == 1
+    # a failure prints the console report
+    assert "expected 4 forwards of A in w per request" in out
+    assert "loop_exit" in out and "rerun: SIMHARNESS_SEED=0 simharness run" in out
+    assert "fails again (loop_exit:sibling): a regression" in out
+
+
+def test_an_open_case_that_passes_is_a_strict_failure(tmp_path):
+    case = yaml.safe_load(CASE.read_text())
+    case["corpus"]["runtime"] = "mstar-rust"  # the fixed runtime: the open case no longer fails
+    _write(tmp_path / "case.yaml", case)
+    code, out, results = _pytest(tmp_path)
+    assert results == {"case.yaml::mstar-rust[open]": "failed"}, out
+    assert code == 1
+
+
+def test_collection_can_be_turned_off(tmp_path):
+    _write(tmp_path / "good.yaml", split_loop())
+    (tmp_path / "pytest.ini").write_text("[pytest]\nsimharness_collect = false\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 5, proc.stdout  # no tests collected
+
+
+def test_the_fixture_runs_a_scenario(tmp_path):
+    _write(tmp_path / "layout.yaml", split_loop())
+    (tmp_path / "test_mine.py").write_text(
+        "def test_layout(simharness_run):\n"
+        "    s = simharness_run('layout.yaml')\n"
+        "    assert s['outcome'] == 'pass' and s['requests']['completed'] == 2\n"
+        "    bad = simharness_run('layout.yaml', runtime='mstar-rust-prefix')\n"
+        "    assert {v['check'] for v in bad['violations']} >= {'loop_exit'}\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nsimharness_collect = false\n")
+    code, out, results = _pytest(tmp_path)
+    assert results == {"test_mine::test_layout": "passed"}, out
+    assert code == 0
