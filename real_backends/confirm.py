@@ -106,34 +106,40 @@ def render(sim: dict[str, Any], real: dict[str, Any], agree: bool, diffs: list[d
     rids = sorted({rid for r in rows.values() for rid in r}, key=rid_order)
     order = {(f["walk"], f["node"], f["rank"]): i for i, f in enumerate(sim["forwards"] + real["forwards"])}
     keys = sorted(rows, key=lambda k: order.get(k, 10**9))
-    label_w = max([len(f"{k[0]}  {k[1]}@{k[2]}") for k in keys] + [24])
+    from simharness.report.table import cell, line, render_table
+
+    labels = [f"{k[0]}  {k[1]}@{k[2]}" for k in keys]
     if len(rids) <= 8:
-        w(f"{'forwards (sim|real)':<{label_w}}" + "".join(f"{rid:>9}" for rid in rids) + "\n")
-        for k in keys:
-            cells = []
+        body = []
+        # sim right-aligned and real left-aligned on the | so that the bars line up
+        nw = max([len(_n(x)) for r in rows.values() for pair in r.values() for x in pair] + [1])
+        for k, lab in zip(keys, labels, strict=True):
+            cells: list[Any] = [lab]
             for rid in rids:
                 a, b = rows[k].get(rid, (None, None))
-                mark = " " if a == b else "!"
-                cells.append(f"{_n(a):>3}|{_n(b):<3}{mark}".rjust(9))
-            w(f"{k[0] + '  ' + k[1] + '@' + str(k[2]):<{label_w}}" + "".join(cells) + "\n")
+                # sim|real; a pair that differs is marked with ! (and red on a terminal)
+                cells.append(cell(f"{_n(a):>{nw}}|{_n(b)}{'' if a == b else '!'}",
+                                  None if a == b else "bad"))
+            body.append(cells)
+        render_table(out, ["forwards (sim|real)", *rids], body)
     else:
-        w(f"{'forwards per request':<{label_w}}  {'sim':<24}  real\n")
-        for k in keys:
+        body = []
+        for k, lab in zip(keys, labels, strict=True):
             ta = Counter(a for a, _ in rows[k].values() if a is not None)
             tb = Counter(b for _, b in rows[k].values() if b is not None)
-            mark = "" if all(a == b for a, b in rows[k].values()) else "   !"
-            w(f"{k[0] + '  ' + k[1] + '@' + str(k[2]):<{label_w}}  {_tally(ta):<24}  "
-              f"{_tally(tb)}{mark}\n")
+            same = all(a == b for a, b in rows[k].values())
+            body.append([lab, _tally(ta), _tally(tb), "" if same else cell("!", "bad")])
+        render_table(out, ["forwards per request", "sim", "real", ""], body)
     w("\n")
-    w(f"{'':<22}{'sim':<36}real\n")
-    w(f"{'outcome':<22}{sim['outcome']:<36}{real['outcome']}\n")
     rs, rr = sim["requests"], real["requests"]
-    w(f"{'requests':<22}{_req(rs):<36}{_req(rr)}\n")
+    outcome = [cell(x["outcome"], "good" if x["outcome"] == "pass" else "bad") for x in (sim, real)]
+    body = [["outcome", *outcome], ["requests", _req(rs), _req(rr)]]
     cs, cr = by_check(sim), by_check(real)
     if cs or cr:
-        w("violations by check\n")
+        body.append(["violations by check", "", ""])
     for check in sorted(set(cs) | set(cr)):
-        w(f"{'  ' + check:<22}{cs.get(check, 0):<36}{cr.get(check, 0)}\n")
+        body.append([f"  {check}", str(cs.get(check, 0)), str(cr.get(check, 0))])
+    render_table(out, ["", "sim", "real"], body)
     w("\n")
     real_diffs = [d for d in diffs if not d.get("note")]
     notes = [d for d in diffs if d.get("note")]
@@ -143,8 +149,10 @@ def render(sim: dict[str, Any], real: dict[str, Any], agree: bool, diffs: list[d
         w(f"  ... and {len(real_diffs) - 20} more (--json lists them all)\n")
     for d in notes:
         w("  note: " + _diff_text(d) + " (timing-dependent: compared by presence only)\n")
-    w("AGREE: the zmq backend shows what the simulation shows\n" if agree
-       else f"DISAGREE: {len(real_diffs)} difference{'s' if len(real_diffs) != 1 else ''}\n")
+    if agree:
+        line(out, "AGREE: the zmq backend shows what the simulation shows", "good")
+    else:
+        line(out, f"DISAGREE: {len(real_diffs)} difference{'s' if len(real_diffs) != 1 else ''}", "bad")
 
 
 def _n(x: int | None) -> str:

@@ -210,22 +210,20 @@ def render(cmp: Comparison, out: TextIO) -> None:
     sc = cmp.scenario
     names = cmp.names
     w(f"simharness compare · {sc.name} · seed {sc.seed} · {len(names)} arms\n\n")
-    label_w = max([len(f"{wk}  {n}") for wk, n in cmp.counts] + [len("forwards per request")]) + 2
-    cells = {key: [compact(arm) for arm in per_arm] for key, per_arm in cmp.counts.items()}
-    col_w = [max([len(n)] + [len(c[i]) for c in cells.values()]) + 2 for i, n in enumerate(names)]
-    w((f"{'forwards per request':<{label_w}}"
-       + "".join(f"{n:<{col_w[i]}}" for i, n in enumerate(names))).rstrip() + "\n")
-    for (walk, node), row in cells.items():
-        mark = "  ≠" if len(set(row)) > 1 else ""
-        w(f"{walk + '  ' + node:<{label_w}}" + "".join(f"{c:<{col_w[i]}}" for i, c in enumerate(row))
-          .rstrip() + mark + "\n")
-    w("\n")
-    outcomes = [r.outcome for r in cmp.reports]
-    w(f"{'outcome':<{label_w}}" + "".join(f"{o:<{col_w[i]}}" for i, o in enumerate(outcomes)).rstrip()
-      + "\n")
-    viol = [str(len(r.violations)) for r in cmp.reports]
-    w(f"{'violations':<{label_w}}" + "".join(f"{v:<{col_w[i]}}" for i, v in enumerate(viol)).rstrip()
-      + "\n")
+    from simharness.report.table import cell, line, render_table
+
+    rows: list[list[Any]] = []
+    for (walk, node), per_arm in cmp.counts.items():
+        texts = [compact(arm) for arm in per_arm]
+        differs = len(set(texts)) > 1
+        rows.append([f"{walk}  {node}",
+                     *[cell(t, "bad" if differs and t != texts[0] else None) for t in texts],
+                     cell("≠", "bad") if differs else ""])
+    rows.append([""] * (len(names) + 2))
+    rows.append(["outcome", *[cell(r.outcome, "good" if r.outcome == "pass" else "bad") for r in cmp.reports],
+                 ""])
+    rows.append(["violations", *[str(len(r.violations)) for r in cmp.reports], ""])
+    render_table(out, ["forwards per request", *names, ""], rows)
     for r in cmp.reports:
         if r.violations:
             by = Counter(v.check for v in r.violations)
@@ -253,15 +251,17 @@ def render(cmp: Comparison, out: TextIO) -> None:
     if same:
         w(f"\nsame trace as {names[0]}: {', '.join(same)}\n")
     if cmp.differ:
-        rows = sum(1 for d in cmp.differences if d["kind"] == "forwards")
+        n_rows = sum(1 for d in cmp.differences if d["kind"] == "forwards")
         what = []
-        if rows:
-            what.append(f"forward counts differ on {rows} (walk, node) row{'s' if rows != 1 else ''}")
+        if n_rows:
+            what.append(f"forward counts differ on {n_rows} (walk, node) row{'s' if n_rows != 1 else ''}")
         if any(d["kind"] == "outcome" for d in cmp.differences):
             what.append("outcomes or violations differ")
-        w("\nDIFFER: " + "; ".join(what) + "\n")
+        w("\n")
+        line(out, "DIFFER: " + "; ".join(what), "bad")
     else:
-        w("\nSAME: every arm has the same forward counts and outcome\n")
+        w("\n")
+        line(out, "SAME: every arm has the same forward counts and outcome", "good")
 
 
 __all__ = ["Comparison", "compact", "compare_runtimes", "first_divergence", "forward_table", "render"]

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from simharness.checks.base import rid_order
 from simharness.report.summary import collect_forwards, forward_order, request_counts
+from simharness.report.table import cell, line, render_table
 from simharness.run import RunReport
 
 MAX_COLUMNS = 12
@@ -67,25 +68,30 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
     rids = sorted({rid for r in rows.values() for rid in r} | set(report.result.outcomes), key=rid_order)
     order = forward_order(sc)
     keys = sorted(rows, key=lambda k: order((k[0], k[1], k[2], "")))
-    label_w = max([len(f"{wk}  {n}@{r}") for wk, n, r in keys] + [24])
     if keys:
+        label = [f"{k[0]}  {k[1]}@{k[2]}" for k in keys]
         if len(rids) <= MAX_COLUMNS:
-            w(f"{'forwards per request':<{label_w}}" + "".join(f"{rid:>6}" for rid in rids) + "\n")
-            for k in keys:
-                cells = []
+            body = []
+            # Counts are right-aligned by hand within a left-aligned column so that a flagged
+            # count's * sticks out to the right and the digits stay in line.
+            nw = max(len(str(n)) for r in rows.values() for n in r.values())
+            for k, lab in zip(keys, label, strict=True):
+                cells: list = [lab]
                 for rid in rids:
                     n = rows[k].get(rid)
-                    mark = "*" if (k[0], k[1], k[2], rid) in flagged else " "
-                    cells.append(f"{'-' if n is None else n:>5}{mark}")
-                w(f"{k[0] + '  ' + k[1] + '@' + str(k[2]):<{label_w}}" + "".join(cells) + "\n")
+                    bad = (k[0], k[1], k[2], rid) in flagged
+                    cells.append(cell(f"{'-' if n is None else n:>{nw}}{'*' if bad else ''}",
+                                      "bad" if bad else None))
+                body.append(cells)
+            render_table(out, ["forwards per request", *rids], body)
         else:
-            w(f"{'forwards per request':<{label_w}}  counts (x requests)\n")
-            for k in keys:
+            body = []
+            for k, lab in zip(keys, label, strict=True):
                 tally = Counter(rows[k].values())
-                cell = ", ".join(f"{n} x{m}" for n, m in sorted(tally.items()))
+                text = ", ".join(f"{n} x{m}" for n, m in sorted(tally.items()))
                 bad = sum(1 for rid in rows[k] if (k[0], k[1], k[2], rid) in flagged)
-                note = f"   ({bad} flagged)" if bad else ""
-                w(f"{k[0] + '  ' + k[1] + '@' + str(k[2]):<{label_w}}  {cell}{note}\n")
+                body.append([lab, cell(text, "bad" if bad else None), f"({bad} flagged)" if bad else ""])
+            render_table(out, ["forwards per request", "counts (x requests)", ""], body)
     rc = request_counts(report)
     if report.backend == "sim":
         ran = f"simulated {report.result.sim_time_s:.2f} s in {report.wall_s:.2f} s wall"
@@ -113,11 +119,13 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
         if len(groups) > MAX_VIOLATIONS:
             w(f"  ... and {len(groups) - MAX_VIOLATIONS} more (--json lists them all)\n")
         by_check = Counter(v.check for v in report.violations)
-        w(f"\nFAIL: {len(report.violations)} violation{'s' if len(report.violations) != 1 else ''} ("
-          + ", ".join(f"{c} {n}" for c, n in by_check.items()) + ")\n")
+        w("\n")
+        line(out, f"FAIL: {len(report.violations)} violation{'s' if len(report.violations) != 1 else ''} ("
+             + ", ".join(f"{c} {n}" for c, n in by_check.items()) + ")", "bad")
         if command:
             w(f"rerun: SIMHARNESS_SEED={sc.seed} {shlex.join(command)}\n")
     else:
         from simharness.checks import CHECK_NAMES
         names = [c for c in CHECK_NAMES if c != "determinism" or "determinism" in report.extra]
-        w(f"\nPASS: every check holds ({', '.join(names)})\n")
+        w("\n")
+        line(out, f"PASS: every check holds ({', '.join(names)})", "good")

@@ -13,7 +13,7 @@ def test_run_prints_the_table_and_exits_1_on_violations(scenarios_dir, capsys):
     code = main(["run", str(scenarios_dir / "bagel_cfg.yaml"), "--runtime", "mstar-rust-prefix"])
     out = capsys.readouterr().out
     assert code == 1
-    assert "image_gen_cfg  LLM_cfg_text@1   50*" in out
+    assert "image_gen_cfg  LLM_cfg_text@1  50*" in out
     assert "FAIL:" in out and "rerun: SIMHARNESS_SEED=0 simharness run" in out
 
 
