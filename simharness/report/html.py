@@ -151,7 +151,8 @@ def violations_section(story: Story, command: list[str] | None = None) -> str:
         t = first_time.get((check, walk, node, rank))
         when = f" · first at t={t:.3f} s" if t is not None else ""
         parts.append(f'<div class="violation"><b>{escape(check)}</b> {escape(who)} {escape(where)}'
-                     f'<span class="caption">{escape(when)}</span><br>{escape(text)}</div>')
+                     f'<span class="caption">{escape(when)}</span><br>{escape(text)}<br>'
+                     f'<span class="caption">replay: <code>{escape(replay)}</code></span></div>')
     parts.append("</section>")
     return "".join(parts)
 
