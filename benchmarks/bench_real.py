@@ -40,9 +40,11 @@ def _message(i: int, with_tensor: bool):
     from simharness.runtime.messages import InputSignals
 
     if with_tensor:
-        return InputSignals("r0", "image_gen_cfg", 0, [_signal("latents", 512 << 10, i)], 0)
-    return InputSignals("r0", "image_gen_cfg", 0,
-                        [_signal("latents", 0, 2 * i), _signal("time_index", 0, 2 * i + 1)], 0)
+        return InputSignals(rid="r0", walk="image_gen_cfg", pass_no=0,
+                            signals=[_signal("latents", 512 << 10, i)], src=0)
+    return InputSignals(rid="r0", walk="image_gen_cfg", pass_no=0,
+                        signals=[_signal("latents", 0, 2 * i), _signal("time_index", 0, 2 * i + 1)],
+                        src=0)
 
 
 # -- the backend's transport between two processes -------------------------------------------------

@@ -60,6 +60,7 @@ from simharness.placement.layout import Layout
 from simharness.run import RunReport, build_runtime, judge, with_seed
 from simharness.runtime.api_client import ApiClient
 from simharness.runtime.assembly import policy_of
+from simharness.runtime.effects import Arrived
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
 from simharness.runtime.protocol import LoopPolicy
 from simharness.scenario.model import Scenario
@@ -150,7 +151,7 @@ class Launcher:
         self.t0 = 0.0
         self.own_events: list[Any] = []
         self.batches: dict[int, list[Any]] = {}
-        self.client = ApiClient(self.policy, self.own_events.append)
+        self.client = ApiClient(self.policy)
         self.workload = Workload(scenario)
         self.stalls = Stalls(self, self.client.forget, self.own_events.append)
         self.children: dict[int, _Child] = {}
@@ -286,10 +287,11 @@ class Launcher:
             self.children[msg.endpoint].final = msg
         else:
             self.handled += 1
-            sends = self.client.handle(msg, self.now())
-            for s in sends:
+            eff = self.client.handle_stimulus(Arrived(msg=msg), self.now())
+            self.own_events.extend(eff.events)
+            for s in eff.sends:
                 self.send(s.dst, s.msg)
-            self.sent += len(sends)
+            self.sent += len(eff.sends)
 
     # -- workload: the core's closed loop, driven by the conductor's Ended messages ----------
 

@@ -34,6 +34,7 @@ from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.run import build_runtime, with_seed
 from simharness.runtime.assembly import build_conductor, build_worker_loop, policy_of
+from simharness.runtime.effects import Abort, Arrived, Effects, Submit
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
@@ -164,8 +165,7 @@ class RankProcess(_Process):
         self.rank = rank
         self.device = select_device(cfg["device"], rank)
         self.fake_nodes = FakeNodes(self.scenario)
-        self.loop = build_worker_loop(self.runtime, rank, self.layout, self.fake_nodes, self.emit)
-        self.loop.on_complete = self._completed
+        self.loop = build_worker_loop(self.runtime, rank, self.layout, self.fake_nodes)
         self.work = FakeWork(self.scenario, self.device, cfg["time_scale"], cfg["compute_share"],
                              seed=self.scenario.seed * 1000 + rank)
         #: rid -> (producing rank, seq) -> the signal's tensor on this rank
@@ -179,7 +179,8 @@ class RankProcess(_Process):
         self._pending_sends: list[Send] = []
         self._to_free: list[tuple[str, tuple[int, int]]] = []
         #: the main loop's message handler while `receive` drains the socket
-        self._handle: Any = lambda msg: self.carry_out(self.loop.handle(msg, self.now()))
+        self._handle: Any = lambda msg: self.apply(
+            self.loop.handle_stimulus(Arrived(msg=msg), self.now()))
 
     @property
     def stopped(self) -> bool:
@@ -240,8 +241,11 @@ class RankProcess(_Process):
         self._handle = handle
         self.transport.drain(self._on_message, self._on_payload)
 
-    def send(self, sends: list[Send]) -> None:
-        self.carry_out(sends)
+    def apply(self, effects: Effects) -> None:
+        for e in effects.events:
+            self.emit(e)
+        if effects.sends:
+            self.carry_out(effects.sends)
 
     def chosen(self, batch: Any) -> None:
         # The previous batch's outputs leave only now, after the next batch was chosen: in
@@ -286,8 +290,13 @@ class RankProcess(_Process):
         self._results = dict.fromkeys(batch.rids, result)
         self._consumed = consumed
 
-    def finished(self, sends: list[Send]) -> None:
-        self._pending_sends = sends
+    def finished(self, effects: Effects) -> None:
+        # Tensors first: a request removed at the end of the batch drops its store after.
+        for c in effects.completions:
+            self._completed(c)
+        for e in effects.events:
+            self.emit(e)
+        self._pending_sends = effects.sends
         self._results = {}
         # Once sent: free the tensors this batch consumed and those that only left this rank.
         self._to_free = self._consumed + self._sent_only
@@ -328,8 +337,7 @@ class RankProcess(_Process):
 class ConductorProcess(_Process):
     def __init__(self, cfg: dict[str, Any]) -> None:
         super().__init__(cfg, CONDUCTOR_ID)
-        self.conductor = build_conductor(self.runtime, self.layout, RandomStreams(self.scenario.seed),
-                                         self.emit)
+        self.conductor = build_conductor(self.runtime, self.layout, RandomStreams(self.scenario.seed))
         #: rid -> (producing rank, seq) -> payload of a persisted signal
         self.persisted: dict[str, dict[tuple[int, int], Payload]] = {}
         self._rid = ""
@@ -356,16 +364,21 @@ class ConductorProcess(_Process):
         self.persisted.pop(rid, None)
         self.transport.send(CLIENT_ID, ctl.Ended(rid=rid, outcome=outcome))
 
+    def conduct(self, stimulus: Any) -> None:
+        eff = self.conductor.handle_stimulus(stimulus, self.now())
+        self.events.extend(eff.events)
+        for rid, outcome in eff.ended:
+            self._ended(rid, outcome)
+        self.carry_out(eff.sends)
+
     def handle(self, msg: Any) -> None:
         if self.control(msg):
             return
         c = self.conductor
-        now = self.now()
         if isinstance(msg, ctl.Submit):
-            self.carry_out(c.submit(msg.rid, msg.kind, now,
-                                    lambda outcome, rid=msg.rid: self._ended(rid, outcome)))
+            self.conduct(Submit(rid=msg.rid, kind=msg.kind))
         elif isinstance(msg, ctl.Abort):
-            self.carry_out(c.abort(msg.rid, msg.outcome, now))
+            self.conduct(Abort(rid=msg.rid, outcome=msg.outcome))
         elif isinstance(msg, ctl.StallQuery):
             position = c.stall_position
             self.transport.send(CLIENT_ID, ctl.StallInfo(round=msg.round, requests=[
@@ -374,7 +387,7 @@ class ConductorProcess(_Process):
             if self._arrived:
                 self.file_arrived(self.persisted.setdefault(msg.rid, {}))
             self.handled += 1
-            self.carry_out(c.handle(msg, now))
+            self.conduct(Arrived(msg=msg))
 
     def serve(self) -> None:
         transport = self.transport

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from simharness.runtime.messages import Send
+from simharness.runtime.effects import CHOOSE, Arrived, Effects, Finished, Started
 from simharness.runtime.scheduler import Batch
 
 
@@ -31,10 +31,12 @@ class WorkerPort(Protocol):
         """Call `handle` with every runtime message that arrived, in the order to handle them."""
         ...
 
-    def send(self, sends: list[Send]) -> None: ...
+    def apply(self, effects: Effects) -> None:
+        """Carry out what the loop answered: record its events, then send its sends."""
+        ...
 
     def chosen(self, batch: Batch | None) -> None:
-        """The next batch was chosen (None: nothing to run); its outbox has left."""
+        """The next batch was chosen (None: nothing to run); what choosing sent has left."""
         ...
 
     def idle(self) -> Any:
@@ -42,7 +44,7 @@ class WorkerPort(Protocol):
         ...
 
     def duration(self, batch: Batch) -> float:
-        """How long the batch takes (the budget `WorkerLoop.start` records)."""
+        """How long the batch takes (the budget its `Started` records)."""
         ...
 
     def collective(self, batch: Batch) -> Any:
@@ -53,25 +55,27 @@ class WorkerPort(Protocol):
         """Run the started batch; what to wait for until it has run."""
         ...
 
-    def finished(self, sends: list[Send]) -> None:
-        """The batch finished; `sends` is what it produced."""
+    def finished(self, effects: Effects) -> None:
+        """The batch finished: `effects` holds its events, sends and completions."""
         ...
 
 
 def worker_main(loop: Any, port: WorkerPort) -> Iterator[Any]:
-    """Rank `loop.rank`'s main loop over `port`, until the port stops."""
+    """Rank `loop.rank`'s main loop over `port`, until the port stops. `loop` is anything with
+    `WorkerLoop`'s door (``handle_stimulus``)."""
+    door = loop.handle_stimulus
+    apply = port.apply
+
     def handle(msg: Any) -> None:
-        sends = loop.handle(msg, port.now())
-        if sends:
-            port.send(sends)
+        apply(door(Arrived(msg=msg), port.now()))
 
     while not port.stopped:
         port.receive(handle)
         if port.stopped:
             return
-        batch = loop.take_batch(port.now())
-        if loop.outbox:
-            port.send(loop.pop_outbox())
+        chose = door(CHOOSE, port.now())
+        apply(chose)
+        batch = chose.batch
         port.chosen(batch)
         if batch is None:
             yield port.idle()
@@ -79,8 +83,8 @@ def worker_main(loop: Any, port: WorkerPort) -> Iterator[Any]:
         duration = port.duration(batch)
         if batch.instance:
             yield port.collective(batch)
-        loop.start(batch, port.now(), duration)
+        apply(door(Started(batch=batch, duration=duration), port.now()))
         yield port.execute(batch, duration)
         if port.stopped:
             return
-        port.finished(loop.finish(batch, port.now()))
+        port.finished(door(Finished(batch=batch), port.now()))

@@ -56,6 +56,7 @@ from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.runtime.api_client import ApiClient
 from simharness.runtime.assembly import build_conductor, build_worker_loop, policy_of
+from simharness.runtime.effects import Abort, Arrived, Effects, Submit
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
@@ -109,12 +110,14 @@ class Simulation:
         self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8, self.faults)
         self.fake_nodes = FakeNodes(scenario)
         emit = self.recorder.emit
-        self.workers = [SimWorker(self, build_worker_loop(runtime, r, self.layout, self.fake_nodes, emit))
+        self.workers = [SimWorker(self, build_worker_loop(runtime, r, self.layout, self.fake_nodes))
                         for r in range(self.layout.num_ranks)]
-        self.conductor = build_conductor(runtime, self.layout, self.streams, emit)
-        self.client = ApiClient(self.policy, emit)
+        self.conductor = build_conductor(runtime, self.layout, self.streams)
+        self.client = ApiClient(self.policy)
         self.workload = Workload(scenario)
         self.stalls = Stalls(self, self.client.forget, emit)
+        #: rid -> the event its client process waits on
+        self._done: dict[str, simpy.Event] = {}
         if self.faults is not None and self.faults.shuffle_ties:
             for w in self.workers:
                 w.loop.scheduler.tie_break = self.faults.tie_break
@@ -153,14 +156,29 @@ class Simulation:
         for s in sends:
             net_send(src if s.src is None else s.src, s.dst, s.nbytes, handlers[s.dst], s.msg)
 
+    def _conduct(self, stimulus: Any) -> None:
+        eff = self.conductor.handle_stimulus(stimulus, self.env.now)
+        emit = self.recorder.emit
+        for e in eff.events:
+            emit(e)
+        for rid, outcome in eff.ended:
+            self._ended(rid, outcome)
+        if eff.sends:
+            self.send_all(CONDUCTOR_ID, eff.sends)
+
     def _conductor_deliver(self, msg: Any) -> None:
-        self.send_all(CONDUCTOR_ID, self.conductor.handle(msg, self.env.now))
+        self._conduct(Arrived(msg=msg))
 
     def _client_deliver(self, msg: Any) -> None:
-        self.send_all(CLIENT_ID, self.client.handle(msg, self.env.now))
+        eff = self.client.handle_stimulus(Arrived(msg=msg), self.env.now)
+        emit = self.recorder.emit
+        for e in eff.events:
+            emit(e)
+        if eff.sends:
+            self.send_all(CLIENT_ID, eff.sends)
 
     def abort(self, rid: str, outcome: str) -> None:
-        self.send_all(CONDUCTOR_ID, self.conductor.abort(rid, outcome, self.env.now))
+        self._conduct(Abort(rid=rid, outcome=outcome))
 
     def blocked(self, asks: Sequence[RequestPosition]) -> dict[str, list[ev.BlockedNode]]:
         out: dict[str, list[ev.BlockedNode]] = {}
@@ -185,19 +203,17 @@ class Simulation:
 
             def client(phase=phase):
                 while (sub := workload.issue(phase)) is not None:
-                    done = env.event()
-                    self.send_all(CONDUCTOR_ID, self.conductor.submit(
-                        sub.rid, sub.kind, env.now,
-                        lambda outcome, d=done, r=sub.rid: self._ended(r, d, outcome)))
+                    done = self._done[sub.rid] = env.event()
+                    self._conduct(Submit(rid=sub.rid, kind=sub.kind))
                     yield done
 
             procs = [env.process(client()) for _ in range(workload.clients(phase))]
             if procs:
                 yield env.all_of(procs)
 
-    def _ended(self, rid: str, done: simpy.Event, outcome: str) -> None:
+    def _ended(self, rid: str, outcome: str) -> None:
         self.workload.end(rid, outcome)
-        done.succeed(outcome)
+        self._done.pop(rid).succeed(outcome)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -272,6 +288,7 @@ class SimWorker:
         #: set by a crash fault: the rank finishes nothing more and loses what is sent to it
         self.stopped = False
         self._duration_of = sim.fake_nodes.duration
+        self._emit = sim.recorder.emit
         faults = sim.faults
         self._faults = faults
         self._shuffle = faults is not None and faults.shuffle_ties
@@ -297,8 +314,12 @@ class SimWorker:
             for msg in msgs:
                 handle(msg)
 
-    def send(self, sends: list[Send]) -> None:
-        self.sim.send_all(self.rank, sends)
+    def apply(self, effects: Effects) -> None:
+        emit = self._emit
+        for e in effects.events:
+            emit(e)
+        if effects.sends:
+            self.sim.send_all(self.rank, effects.sends)
 
     def chosen(self, batch: Batch | None) -> None:
         pass
@@ -319,5 +340,5 @@ class SimWorker:
     def execute(self, batch: Batch, duration: float) -> simpy.Event:
         return self.env.timeout(duration)
 
-    def finished(self, sends: list[Send]) -> None:
-        self.sim.send_all(self.rank, sends)
+    def finished(self, effects: Effects) -> None:
+        self.apply(effects)

@@ -10,22 +10,32 @@ the conductor says to expect.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from simharness import events as ev
+from simharness.runtime.effects import Arrived, Effects
 from simharness.runtime.messages import CONDUCTOR_ID, ReadsDone, RequestComplete, ResultTensors, Send
 from simharness.runtime.protocol import LoopPolicy
 
 
 class ApiClient:
-    def __init__(self, policy: LoopPolicy, emit: Callable[[Any], None]) -> None:
+    def __init__(self, policy: LoopPolicy) -> None:
         self.policy = policy
-        self.emit = emit
+        self._events: list[Any] = []
+        self.emit = self._events.append
         self.received: dict[str, int] = {}
         self.expected: dict[str, int] = {}
 
-    def handle(self, msg: Any, now: float) -> list[Send]:
+    def handle_stimulus(self, stimulus: Any, now: float) -> Effects:
+        """The one door: a message arrived (`Arrived`)."""
+        if type(stimulus) is not Arrived:
+            raise TypeError(f"the API client takes Arrived, not {type(stimulus).__name__}")
+        sends = self._on_message(stimulus.msg, now)
+        events = self._events[:]
+        self._events.clear()
+        return Effects(sends=sends, events=events)
+
+    def _on_message(self, msg: Any, now: float) -> list[Send]:
         rid = msg.rid
         if isinstance(msg, ResultTensors):
             self.emit(ev.Emitted(now, msg.rank, rid, msg.signal))
@@ -39,7 +49,7 @@ class ApiClient:
         if want is not None and self.received.get(rid, 0) >= want:
             del self.expected[rid]
             self.received.pop(rid, None)
-            return [Send(CONDUCTOR_ID, 0, ReadsDone(rid))]
+            return [Send(CONDUCTOR_ID, 0, ReadsDone(rid=rid))]
         return []
 
     def forget(self, rid: str) -> None:

@@ -5,7 +5,6 @@ state machines and `confirm` compares like with like.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from simharness.placement.layout import Layout
@@ -21,23 +20,21 @@ def policy_of(runtime: Any) -> LoopPolicy:
     return getattr(runtime, "policy", None) or LoopPolicy()
 
 
-def build_worker_loop(runtime: Any, rank: int, layout: Layout, nodes: FakeNodes,
-                      emit: Callable[[Any], None]) -> WorkerLoop:
+def build_worker_loop(runtime: Any, rank: int, layout: Layout, nodes: FakeNodes) -> WorkerLoop:
     """Rank `rank`'s worker loop. mstar's worker loop is part of the runtime under test, so a
     runtime may bring its own class (`worker_loop_class`)."""
     loop_class = getattr(runtime, "worker_loop_class", None) or WorkerLoop
-    return loop_class(rank, runtime.build_rank(rank, layout), nodes, policy_of(runtime), emit,
+    return loop_class(rank, runtime.build_rank(rank, layout), nodes, policy_of(runtime),
                       layout.scenario.seed)
 
 
-def build_conductor(runtime: Any, layout: Layout, streams: RandomStreams,
-                    emit: Callable[[Any], None]) -> Conductor:
+def build_conductor(runtime: Any, layout: Layout, streams: RandomStreams) -> Conductor:
     """The conductor; replicas are chosen from the seed's ``placement`` stream. mstar's conductor
     is part of the runtime under test too, so a runtime may bring its own `Conductor` subclass
     (`conductor_class`)."""
     conductor_class = getattr(runtime, "conductor_class", None) or Conductor
     return conductor_class(layout.scenario, layout, policy_of(runtime),
-                           lambda n: streams.choice_index("placement", n), emit)
+                           lambda n: streams.choice_index("placement", n))
 
 
 __all__ = ["build_conductor", "build_worker_loop", "policy_of"]

@@ -20,7 +20,9 @@ Modelled on mstar's conductor (reference/mstar_semantics.md sections 1.5, 6.2):
   REMOVE waits until the API server has read every output (READS_DONE). A hung or timed-out
   request is torn down at once (the API's abort).
 
-Like `WorkerLoop`, it returns `Send`s for its driver to carry out and takes `now` from it.
+Like `WorkerLoop`, it has one door, `handle_stimulus(stimulus, now)`: `Submit`, `Arrived` (a
+worker-graphs-done report, READS_DONE) or `Abort` in, `Effects` out (the `Send`s, the trace
+events, and the requests that ended with their outcome). It takes `now` from its driver.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.placement.layout import Assignment, Layout
+from simharness.runtime.effects import Abort, Arrived, Effects, Submit
 from simharness.runtime.messages import (
     CLIENT_ID,
     CONDUCTOR_ID,
@@ -87,7 +90,6 @@ class StallPosition:
 class ConductorRequest:
     rid: str
     kind: RequestKind
-    on_end: Callable[[str], None]
     assignment: Assignment | None = None
     partitions: dict[str, PartitionState] = field(default_factory=dict)
     #: persisted signals by name, handed to later walks
@@ -123,13 +125,16 @@ class Conductor:
         layout: Layout,
         policy: LoopPolicy,
         choose_replica: Callable[[int], int],
-        emit: Callable[[Any], None],
     ) -> None:
         self.scenario = scenario
         self.layout = layout
         self.policy = policy
         self.choose_replica = choose_replica
-        self.emit = emit
+        self._events: list[Any] = []
+        #: events go here until the door hands them out
+        self.emit = self._events.append
+        #: (rid, outcome) of requests ended since the door last handed them out
+        self._ended: list[tuple[str, str]] = []
         self.cap = scenario.placement.max_concurrent_requests
         self.requests: dict[str, ConductorRequest] = {}
         self.waiting: deque[ConductorRequest] = deque()
@@ -140,10 +145,27 @@ class Conductor:
         self._n = 0
         self._seq = 0
 
+    # -- the door -----------------------------------------------------------------------------
+
+    def handle_stimulus(self, stimulus: Any, now: float) -> Effects:
+        t = type(stimulus)
+        if t is Arrived:
+            sends = self.handle(stimulus.msg, now)
+        elif t is Submit:
+            sends = self.submit(stimulus.rid, stimulus.kind, now)
+        elif t is Abort:
+            sends = self.abort(stimulus.rid, stimulus.outcome, now)
+        else:
+            raise TypeError(f"a conductor takes Submit, Arrived or Abort, not {t.__name__}")
+        events = self._events[:]
+        self._events.clear()
+        ended, self._ended = self._ended, []
+        return Effects(sends=sends, events=events, ended=ended)
+
     # -- admission ----------------------------------------------------------------------------
 
-    def submit(self, rid: str, kind: str, now: float, on_end: Callable[[str], None]) -> list[Send]:
-        req = ConductorRequest(rid, self.scenario.requests[kind], on_end)
+    def submit(self, rid: str, kind: str, now: float) -> list[Send]:
+        req = ConductorRequest(rid, self.scenario.requests[kind])
         self.emit(ev.Submitted(now, rid, kind))
         self._n += 1
         self._alive.add(rid)
@@ -166,8 +188,9 @@ class Conductor:
             for r, sigs in self._start_pass(req, ps, now).items():
                 per_rank.setdefault(r, []).extend(sigs)
         return [Send(r, sum(s.nbytes for s in per_rank.get(r, ())),
-                     NewRequest(req.rid, req.kind.name, dict(current), req.assignment,
-                                per_rank.get(r, []), dict(req.kv)))
+                     NewRequest(rid=req.rid, kind=req.kind.name, current=dict(current),
+                                assignment=req.assignment, signals=per_rank.get(r, []),
+                                kv=dict(req.kv)))
                 for r in req.assignment.ranks]
 
     def _start_pass(self, req: ConductorRequest, ps: PartitionState, now: float) -> dict[int, list[Signal]]:
@@ -254,7 +277,7 @@ class Conductor:
                 sends.extend(self._pass_done(req, ps, now))
         if req.partitions and all(p.done for p in req.partitions.values()) and not req.draining:
             req.draining = True
-            sends.append(Send(CLIENT_ID, 0, RequestComplete(req.rid, req.emits)))
+            sends.append(Send(CLIENT_ID, 0, RequestComplete(rid=req.rid, emits=req.emits)))
             if not self.policy.drain_barrier:
                 sends.extend(self._end(req, "completed", now))
         return sends
@@ -278,7 +301,8 @@ class Conductor:
             return self._partition_done(req, ps, reason, now)
         per_rank = self._start_pass(req, ps, now)
         return [Send(r, sum(s.nbytes for s in sigs),
-                     InputSignals(req.rid, ps.walk, ps.pass_no, sigs, CONDUCTOR_ID, dict(req.kv)))
+                     InputSignals(rid=req.rid, walk=ps.walk, pass_no=ps.pass_no, signals=sigs,
+                                  src=CONDUCTOR_ID, kv=dict(req.kv)))
                 for r, sigs in sorted(per_rank.items())]
 
     def _partition_done(
@@ -294,18 +318,18 @@ class Conductor:
                 continue
             ranks = tuple(sorted({r for w in wgs for r in req.assignment.wg_ranks[w]}))
             self.emit(ev.ProducerDoneSent(now, req.rid, ps.name, ranks))
-            sends.extend(Send(r, 0, ProducerDone(req.rid, ps.name)) for r in ranks)
+            sends.extend(Send(r, 0, ProducerDone(rid=req.rid, partition=ps.name)) for r in ranks)
         return sends
 
     # -- teardown -----------------------------------------------------------------------------
 
     def _end(self, req: ConductorRequest, outcome: str, now: float) -> list[Send]:
         assert req.assignment is not None
-        sends = [Send(r, 0, RemoveRequest(req.rid)) for r in req.assignment.ranks]
+        sends = [Send(r, 0, RemoveRequest(rid=req.rid)) for r in req.assignment.ranks]
         del self.requests[req.rid]
         self._alive.discard(req.rid)
         self.emit(ev.RequestEnded(now, req.rid, outcome, req.step))
-        req.on_end(outcome)
+        self._ended.append((req.rid, outcome))
         while self.waiting and (self.cap is None or len(self.requests) < self.cap):
             sends.extend(self._admit(self.waiting.popleft(), now))
         return sends
@@ -320,7 +344,7 @@ class Conductor:
                 del self.waiting[i]
                 self._alive.discard(rid)
                 self.emit(ev.RequestEnded(now, rid, outcome, 0))
-                w.on_end(outcome)
+                self._ended.append((rid, outcome))
                 break
         return []
 

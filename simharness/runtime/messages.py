@@ -17,7 +17,9 @@ from simharness.runtime.signals import Signal
 CONDUCTOR_ID = -1
 CLIENT_ID = -2
 
-message = dataclass(slots=True, eq=False)
+#: Messages are built with keywords: a positional slip between two ints or two strings would
+#: otherwise pass silently.
+message = dataclass(slots=True, eq=False, kw_only=True)
 
 
 @dataclass(slots=True, eq=False, repr=False)

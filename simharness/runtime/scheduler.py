@@ -45,9 +45,14 @@ class MicroScheduler:
         max_batch: Callable[[str, str], int | None],
         gate: Callable[[str, str, str, GraphState], str],
         batching: str = "minibatch",
+        held: Callable[[str, str, str, GraphState], None] | None = None,
     ) -> None:
         self._max_batch = max_batch if batching == "backlog" else (lambda node, walk: None)
+        #: why the engine holds a node for a request now ("" when it does not); pure
         self._gate = gate
+        #: told of every (node, walk, rid, state) the gate held, in the order it held them (the
+        #: worker loop starts the KV pull a held node waits for)
+        self._held = held or (lambda node, walk, rid, st: None)
         self.batch_number = 0
         self.last_scheduled: dict[tuple[str, str], int] = {}
         #: (node, walk) -> request ids already taken off the ready sets, waiting their turn
@@ -83,6 +88,7 @@ class MicroScheduler:
             if rid in blocked or (node, walk) == exclude or (skip is not None and skip(node, walk, rid)):
                 continue
             if gate(node, walk, rid, st):
+                self._held(node, walk, rid, st)
                 continue
             ready.setdefault((node, walk), []).append((rid, st))
         if not ready:
@@ -106,8 +112,12 @@ class MicroScheduler:
             runnable = []
             for rid in rids:
                 st = runtime.state_of(rid, walk, node)
-                if st is not None and rid not in blocked and not self._gate(node, walk, rid, st):
-                    runnable.append(rid)
+                if st is None or rid in blocked:
+                    continue
+                if self._gate(node, walk, rid, st):
+                    self._held(node, walk, rid, st)
+                    continue
+                runnable.append(rid)
             if not runnable:
                 continue
             waiting = [r for r in rids if r not in runnable]

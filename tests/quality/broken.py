@@ -227,7 +227,7 @@ class LateStopLoops(_WithRank):
 
 
 class _EagerKvLoop(WorkerLoop):
-    def _gate(self, node, walk, rid, st, start_pull=True):
+    def gate(self, node, walk, rid, st):
         return self.nodes.gate(node, st)  # never waits for the KV pull
 
 

@@ -11,6 +11,7 @@ from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
 from simharness.runtime.worker_loop import WorkerLoop
+from simharness.runtime.worker_parts import Speculation
 from tests.quality.broken import _WithBuffer, _WithRank
 
 # -- StreamBuffers that release wrong chunks ----------------------------------------------------
@@ -110,29 +111,35 @@ class ReplaysChunks(_WithRank):
 # -- speculation past a dynamic stop ------------------------------------------------------------
 
 
-class _SpeculatesPastStopLoop(WorkerLoop):
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        self._again: set[str] = set()  # rids speculated a second time past their stop
+class _SpeculatesPastStop(Speculation):
+    def __init__(self, loop) -> None:
+        super().__init__(loop)
+        self.again: set[str] = set()  # rids speculated a second time past their stop
         self._once: set[str] = set()
 
-    def _plan_speculation(self, batch, now):
+    def plan(self, batch, now):
         # The overshoot batch finishes with the stop still pending: speculate once more anyway.
+        runtime = self.loop.runtime
         again = [r for r in batch.rids if batch.speculative and r in self.pending_stops
-                 and r not in self._once and self.runtime.state_of(r, batch.walk, batch.node)]
+                 and r not in self._once and runtime.state_of(r, batch.walk, batch.node)]
         if not again:
-            return super()._plan_speculation(batch, now)
-        self._again.update(again)
+            return super().plan(batch, now)
+        self.again.update(again)
         self._once.update(again)
         for rid in again:
-            self.runtime.state_of(rid, batch.walk, batch.node).scheduled.add(batch.node)
-        self._spec = self.scheduler.speculative_batch(batch.node, batch.walk, again)
+            runtime.state_of(rid, batch.walk, batch.node).scheduled.add(batch.node)
+        self.batch = self.loop.scheduler.speculative_batch(batch.node, batch.walk, again)
+
+
+class _SpeculatesPastStopLoop(WorkerLoop):
+    speculation_class = _SpeculatesPastStop
 
     def _postprocess(self, batch, now):
-        keep = self._again & set(batch.rids) if batch.speculative else set()
-        self._again -= keep
+        spec = self.speculation
+        keep = spec.again & set(batch.rids) if batch.speculative else set()
+        spec.again -= keep
         sends = super()._postprocess(batch, now)
-        self.pending_stops |= keep  # the second speculative step is discarded too
+        spec.pending_stops |= keep  # the second speculative step is discarded too
         return sends
 
 

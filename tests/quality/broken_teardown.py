@@ -14,6 +14,7 @@ from simharness.runtime.conductor import Conductor
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.worker_loop import WorkerLoop
+from simharness.runtime.worker_parts import Lockstep, Speculation
 from tests.quality.broken import _WithRank
 
 # -- drain: what a rank or the conductor keeps after the end ---------------------------------
@@ -35,8 +36,8 @@ class LeaksRequestState(_WithRank):
 
 
 class _StaysBusyLoop(WorkerLoop):
-    def finish(self, batch, now):
-        sends = super().finish(batch, now)
+    def _finish(self, batch, now):
+        sends = super()._finish(batch, now)
         if self.rank == 1:
             self.busy = True  # the finish path forgets to clear the busy flag
         return sends
@@ -89,14 +90,18 @@ class NeverAdmitsQueued(MstarPython):
 # -- tp_agreement: the ranks of a lockstep instance part ------------------------------------
 
 
-class _FollowerOwnOrderLoop(WorkerLoop):
-    def _take_follower_batch(self):
-        batch = super()._take_follower_batch()
+class _FollowerOwnOrder(Lockstep):
+    def take(self):
+        batch = super().take()
         if batch is not None:
             # The follower lists the leader's requests in its own (reversed) order: its rows of
             # the batch no longer line up with the leader's in the instance's collectives.
             batch.rids = list(reversed(batch.rids))
         return batch
+
+
+class _FollowerOwnOrderLoop(WorkerLoop):
+    lockstep_class = _FollowerOwnOrder
 
 
 class FollowerOwnOrder(MstarPython):
@@ -105,17 +110,22 @@ class FollowerOwnOrder(MstarPython):
     worker_loop_class = _FollowerOwnOrderLoop
 
 
-class _LeaderSpeculatesLoop(WorkerLoop):
-    def _plan_speculation(self, batch, now):
-        if not (batch.instance and batch.instance[0] == self.rank):
-            return super()._plan_speculation(batch, now)
+class _LeaderSpeculates(Speculation):
+    def plan(self, batch, now):
+        lockstep = self.loop.lockstep
+        if not (batch.instance and batch.instance[0] == lockstep.rank):
+            return super().plan(batch, now)
         # mstar never speculates a TP node; this leader does, and tells no follower (a
         # speculative batch sends no SCHEDULE_TP and joins no collective).
-        has_tp, self._has_tp = self._has_tp, False
+        has_tp, lockstep.has_tp = lockstep.has_tp, False
         try:
-            return super()._plan_speculation(batch, now)
+            return super().plan(batch, now)
         finally:
-            self._has_tp = has_tp
+            lockstep.has_tp = has_tp
+
+
+class _LeaderSpeculatesLoop(WorkerLoop):
+    speculation_class = _LeaderSpeculates
 
 
 class LeaderSpeculates(MstarPython):

@@ -60,7 +60,8 @@ def test_every_message_class_round_trips_without_knowing_it():
 def test_a_signal_tensor_travels_as_its_own_frame(dtype):
     codec = Codec()
     t = (torch.arange(4096 * 64) % 251).to(getattr(torch, dtype)).reshape(4096, 64)
-    msg = messages.InputSignals("r0", "image_gen_cfg", 0, [sig(), sig("time_index", 0, 2)], 0)
+    msg = messages.InputSignals(rid="r0", walk="image_gen_cfg", pass_no=0,
+                                signals=[sig(), sig("time_index", 0, 2)], src=0)
     frames = codec.encode(msg, lambda s: t if s.name == "latents" else None)
     assert len(frames) == 2
     meta = frames[0]
@@ -85,7 +86,7 @@ def test_a_signal_tensor_travels_as_its_own_frame(dtype):
 def test_the_sender_does_not_copy_a_cpu_tensor():
     codec = Codec()
     t = torch.randn(256, 64)
-    frames = codec.encode(messages.ResultTensors("r0", 0, sig("image_output", t.numel() * 4)),
+    frames = codec.encode(messages.ResultTensors(rid="r0", rank=0, signal=sig("image_output", t.numel() * 4)),
                           lambda s: t)
     assert memoryview(frames[1]).nbytes == t.numel() * 4
     t[0, 0] = 12345.0  # the frame is a view of the tensor's own buffer
@@ -115,7 +116,7 @@ def test_bad_frames_are_refused():
     with pytest.raises(WireError, match="announces 1 payload"):
         codec.decode(frame(1, "x"))
     with pytest.raises(WireError):
-        codec.encode(messages.RemoveRequest(object()))  # type: ignore[arg-type]
+        codec.encode(messages.RemoveRequest(rid=object()))  # type: ignore[arg-type]
 
 
 def test_the_driver_messages_travel_as_structured_values():

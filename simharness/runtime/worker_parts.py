@@ -1,0 +1,280 @@
+"""The worker loop's collaborators, one concern each, and its one per-request record.
+
+`WorkerLoop` (worker_loop.py) orchestrates; these hold the state of one concern each:
+
+* `RequestRecord`: what the loop keeps about one request on this rank beside the runtime's own
+  state (its kind, the report it is buffering, its KV pages);
+* `Teardown`: deferred removal, messages that came early (replayed at NEW_REQUEST) and those
+  that came after removal (parked for ever, mstar's ``_unprocessed_messages``);
+* `Lockstep`: TP instances: the leader's SCHEDULE_TP, the follower's queue of leader batches;
+* `Speculation`: mstar's async scheduling of a self-loop's next step, and the stops it outruns;
+* `KvPulls`: where each KV label's pages are, and the pulls in flight. Its `wait` is a pure
+  predicate; a pull starts only when the loop asks (`start`), for work the scheduler held.
+
+Each is a plain class a runtime may subclass and plug in through the loop's class attributes
+(``lockstep_class``, ``speculation_class``, ``kv_class``). Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from simharness import events as ev
+from simharness.runtime.messages import KvPullDone, ScheduleTp, Send
+from simharness.runtime.scheduler import Batch
+from simharness.runtime.signals import Signal
+
+if TYPE_CHECKING:
+    from simharness.runtime.worker_loop import WorkerLoop
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request on this rank, as the worker loop sees it (created at NEW_REQUEST, dropped at
+    removal)."""
+
+    #: the request kind (its dynamic-loop stop counts)
+    kind: str
+    #: persist signals buffered until the next worker-graphs-done report
+    persist: list[Signal] = field(default_factory=list)
+    #: client emits and new tokens made since the last report
+    emits: int = 0
+    tokens: int = 0
+    #: partitions whose pass consumed a final chunk since the last report
+    partitions_done: set[str] = field(default_factory=set)
+    #: KV label -> tokens held here
+    kv_local: dict[str, int] = field(default_factory=dict)
+    #: KV label -> (rank, tokens) the conductor last reported
+    kv_known: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+class Teardown:
+    """Removal of requests, and the messages that arrive around it."""
+
+    def __init__(self, loop: WorkerLoop) -> None:
+        self.loop = loop
+        #: rids whose REMOVE arrived while a batch of theirs ran (removed after it finishes)
+        self.pending: set[str] = set()
+        self.removed: set[str] = set()
+        #: rid -> messages that arrived before the request's NEW_REQUEST
+        self.early: dict[str, list[Any]] = {}
+        #: rid -> kinds of messages that arrived after the request was removed here
+        self.unprocessed: dict[str, list[str]] = {}
+
+    def hold(self, msg: Any, now: float) -> None:
+        """A message for a request this rank does not know (now)."""
+        rid = msg.rid
+        if rid in self.removed:
+            self.unprocessed.setdefault(rid, []).append(msg.kind_name)
+            self.loop.emit(ev.Dropped(
+                now, self.loop.rank, rid, msg.kind_name,
+                "arrived after the request was removed on this rank; parked in unprocessed "
+                "messages forever", tuple(getattr(msg, "signals", ()))))
+        else:
+            self.early.setdefault(rid, []).append(msg)
+
+    def unprocessed_pairs(self) -> list[tuple[str, str]]:
+        """(request, message kind) of every message parked unprocessed, in arrival order."""
+        return [(rid, kind) for rid, kinds in self.unprocessed.items() for kind in kinds]
+
+
+class Lockstep:
+    """TP instances: the instance's rank 0 schedules a TP node and tells the others
+    (SCHEDULE_TP); a follower runs the leader's batches in order, each once the node is ready
+    for every request in it, and after one such batch lets its own ready work go first."""
+
+    def __init__(self, loop: WorkerLoop) -> None:
+        self.loop = loop
+        self.rank = loop.rank
+        runtime = loop.runtime
+        #: most layouts have no TP instance: every lockstep question is then answered at once
+        self.has_tp = any(len(inst) > 1 for wg in runtime.layout.worker_graphs for inst in wg.instances)
+        #: the leader's batches this follower has still to run, in order
+        self.follow: deque[ScheduleTp] = deque()
+        self.streak = 0
+
+    def follows(self, rid: str) -> bool:
+        """This rank follows a leader for some worker graph of `rid` (it ignores the
+        conductor's REMOVE and waits for its leader's copy)."""
+        req = self.loop.runtime.requests[rid]
+        return any(len(r) > 1 and r[0] != self.rank and self.rank in r
+                   for r in req.assignment.wg_ranks.values())
+
+    def followers(self, rid: str) -> list[int]:
+        req = self.loop.runtime.requests[rid]
+        return sorted({x for r in req.assignment.wg_ranks.values() if len(r) > 1 and r[0] == self.rank
+                       for x in r[1:]})
+
+    def follower_here(self, node: str, walk: str, rid: str) -> bool:
+        ranks = self.loop.runtime.instance_of(rid, walk, node)
+        return len(ranks) > 1 and ranks[0] != self.rank
+
+    def lead(self, batch: Batch) -> list[Send]:
+        """A batch this rank chose: SCHEDULE_TP to its followers, when it leads an instance."""
+        ranks = self.loop.runtime.instance_of(batch.rids[0], batch.walk, batch.node)
+        followers = list(ranks[1:]) if len(ranks) > 1 and ranks[0] == self.rank else []
+        if not followers:
+            return []
+        msg = ScheduleTp(node=batch.node, walk=batch.walk, rids=list(batch.rids),
+                         number=batch.number, src=self.rank)
+        batch.instance = (self.rank, *followers)
+        batch.tp_number = batch.number
+        return [Send(f, 0, msg) for f in followers]
+
+    def take(self) -> Batch | None:
+        """The leader's next batch, when it can run here now (all of its requests or none)."""
+        if not self.follow:
+            return None
+        loop = self.loop
+        runtime = loop.runtime
+        head = self.follow[0]
+        if self.streak >= 1 and any(not self.follower_here(n, w, r)
+                                    for n, w, r, _ in runtime.ready_work()):
+            self.streak = 0
+            return None  # after one follower batch, own ready work goes first
+        states = []
+        for rid in head.rids:
+            st = runtime.state_of(rid, head.walk, head.node)
+            if st is None or head.node not in st.ready:
+                return None
+            if loop.gate(head.node, head.walk, rid, st):
+                loop.held(head.node, head.walk, rid, st)
+                return None
+            states.append(st)
+        for st in states:
+            st.pop_ready(head.node)
+        self.follow.popleft()
+        self.streak += 1
+        batch = loop.scheduler.follower_batch(head.node, head.walk, list(head.rids))
+        batch.instance = runtime.instance_of(head.rids[0], head.walk, head.node)
+        batch.tp_number = head.number
+        return batch
+
+    def drop(self, rid: str) -> None:
+        self.follow = deque(m for m in self.follow if rid not in m.rids)
+
+
+class Speculation:
+    """mstar's async scheduling (4.5): after a batch of an async single-node self-loop, the next
+    iteration is scheduled before the batch is postprocessed (unless other work is waiting after
+    one such step). A dynamic stop found in that postprocess comes too late for it: it runs
+    (the overshoot) and its result is discarded."""
+
+    def __init__(self, loop: WorkerLoop) -> None:
+        self.loop = loop
+        self.batch: Batch | None = None
+        self.steps = 0
+        #: a (node, walk) pair the next scheduling pass skips (the speculation yielded to it)
+        self.exclude: tuple[str, str] | None = None
+        #: rids whose dynamic loop stopped in the last postprocess (mstar ``_pending_loop_stops``)
+        self.pending_stops: set[str] = set()
+
+    def take(self) -> Batch | None:
+        batch, self.batch = self.batch, None
+        return batch
+
+    def plan(self, batch: Batch, now: float) -> None:
+        """Build the next iteration's batch before postprocessing this one."""
+        loop = self.loop
+        node, walk = batch.node, batch.walk
+        runtime = loop.runtime
+        first = runtime.state_of(batch.rids[0], walk, node) if batch.rids else None
+        if first is None or node not in first.spec.spec_nodes:
+            return
+        if loop.lockstep.has_tp and len(runtime.instance_of(batch.rids[0], walk, node)) > 1:
+            return  # TP nodes never speculate
+        others = any(not (n == node and w == walk) for n, w, _, _ in runtime.ready_work())
+        if self.steps >= 1 and others:
+            self.steps = 0
+            self.exclude = (node, walk)  # yield away: another batch runs first
+            return
+        pending = loop.teardown.pending
+        rids = []
+        for rid in batch.rids:
+            st = runtime.state_of(rid, walk, node)
+            if st is None or rid in pending or rid in self.pending_stops:
+                continue
+            lp = st.loops[st.spec.nodes[node].loop.name]
+            if lp.finish or lp.curr_iter + 1 >= lp.spec.max_iters:
+                continue
+            rids.append(rid)
+        for n, w, rid, st in list(runtime.ready_work()):
+            if n == node and w == walk and rid not in rids and rid not in pending:
+                if loop.gate(n, w, rid, st):
+                    loop.held(n, w, rid, st)
+                    continue
+                st.pop_ready(n)
+                rids.append(rid)
+        if not rids:
+            return
+        for rid in rids:
+            st = runtime.state_of(rid, walk, node)
+            if st is not None:
+                st.scheduled.add(node)
+        self.batch = loop.scheduler.speculative_batch(node, walk, rids)
+        self.steps += 1
+
+
+class KvPulls:
+    """KV pages: where each label's pages are (as the conductor last reported), what this rank
+    holds, and the pulls in flight. A KV-cache node on a rank that lacks the request's pages
+    waits for its pull (mstar's ``check_ready`` reports not ready until the pull completes)."""
+
+    def __init__(self, loop: WorkerLoop) -> None:
+        self.loop = loop
+        self.rank = loop.rank
+        #: (rid, label) of every pull started and not yet done
+        self.pulling: set[tuple[str, str]] = set()
+        #: pulls started since the loop last collected them
+        self.outbox: list[Send] = []
+
+    def learn(self, record: RequestRecord, kv: dict[str, tuple[int, int]]) -> None:
+        if kv:
+            record.kv_known.update(kv)
+
+    def missing(self, node: str, rid: str) -> tuple[str, int, int, int] | None:
+        """(label, source rank, tokens wanted, tokens held) when `node` must wait for a pull of
+        `rid`'s pages; None when it need not. Pure."""
+        label = self.loop.nodes.kv_label(node)
+        if label is None:
+            return None
+        rec = self.loop.records.get(rid)
+        known = rec.kv_known.get(label) if rec is not None else None
+        if known is None:
+            return None
+        src, tokens = known
+        have = rec.kv_local.get(label, 0)
+        if src == self.rank or have >= tokens:
+            return None
+        return label, src, tokens, have
+
+    def wait(self, node: str, rid: str) -> str:
+        """Why `node` waits for `rid`'s KV pages ("" when it does not). Pure."""
+        m = self.missing(node, rid)
+        if m is None:
+            return ""
+        label, src, tokens, have = m
+        return f"waits for its KV pull of {tokens - have} tokens ({label}) from rank {src}"
+
+    def start(self, node: str, rid: str) -> None:
+        """Start the pull `node` waits for, unless it is under way already."""
+        m = self.missing(node, rid)
+        if m is None:
+            return
+        label, src, tokens, have = m
+        if (rid, label) in self.pulling:
+            return
+        self.pulling.add((rid, label))
+        nbytes = (tokens - have) * self.loop.scenario.kv.bytes_per_token
+        self.outbox.append(Send(self.rank, nbytes, KvPullDone(rid=rid, label=label, tokens=tokens,
+                                                              src=src), src=src))
+
+    def done(self, record: RequestRecord, msg: KvPullDone) -> None:
+        record.kv_local[msg.label] = max(record.kv_local.get(msg.label, 0), msg.tokens)
+        self.pulling.discard((msg.rid, msg.label))
+
+    def drop(self, rid: str) -> None:
+        self.pulling = {k for k in self.pulling if k[0] != rid}
+
