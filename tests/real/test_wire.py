@@ -147,7 +147,7 @@ def test_plain_data_comes_back_as_the_same_types():
     """msgpack has one array type: tuples, sets and frozensets are tagged, lists are not, and maps
     keep non-string keys."""
     codec = Codec()
-    value = messages.InputSignals("r0", "w", 0, [sig()], 0)
+    value = messages.InputSignals(rid="r0", walk="w", pass_no=0, signals=[sig()], src=0)
     value.rid = {"t": (1, (2, 3)), "l": [1, [2]], "s": {3, 1, 2}, "f": frozenset({"a", "b"}),
                  (0, 1): b"\x00raw", 5: None, "x": 1.5}  # any plain data travels in any field
     back = codec.decode(*(lambda fr: (fr[0], fr[1:]))(codec.encode(value)))
