@@ -94,23 +94,36 @@ def read_config(path: Path) -> dict[str, Any]:
     return cfg
 
 
-def import_config(config: str, options: dict[str, Any] | None = None) -> Imported:
-    path = resolve_config(config)
-    cfg = read_config(path)
-    name = path.stem
+@dataclass
+class ImportedGraph:
+    """A scenario's ``graph`` built from a registered model (see `import_graph`)."""
+
+    graph: dict[str, Any]
+    notes: list[str]
+    defaulted: list[str]
+    worker_graphs: int
+
+
+def import_graph(model_name: str, config_path: Path | None = None,
+                 model_kwargs: dict[str, Any] | None = None,
+                 options: dict[str, Any] | None = None) -> ImportedGraph:
+    """The scenario ``graph`` (walks, partitions, streams, request kinds) of a registered model,
+    after it read `config_path` as mstar does (without a config: as the model is by default)."""
     # mstar's modules print (a missing flash_attn, an odd head_dim); stdout may be the scenario.
     with contextlib.redirect_stdout(sys.stderr):
-        built = build_model(cfg["model"], cfg.get("model_kwargs") or {}, options)
+        built = build_model(model_name, model_kwargs or {}, options)
         model = built.model
-        try:
-            worker_graphs = model.get_worker_graphs(str(path))
-        except Exception as exc:
-            raise UsageError(f"{path}: mstar itself cannot divide model {cfg['model']!r} by this "
-                             f"config ({type(exc).__name__}: {exc})") from None
+        worker_graphs = []
+        if config_path is not None:
+            try:
+                worker_graphs = model.get_worker_graphs(str(config_path))
+            except Exception as exc:
+                raise UsageError(f"{config_path}: mstar itself cannot divide model {model_name!r} "
+                                 f"by this config ({type(exc).__name__}: {exc})") from None
         walks = model.get_graph_walk_graphs()
         partitions = model.get_partitions()
         topology = model.get_partition_topology()
-    defaults = MODEL_DEFAULTS.get(cfg["model"])
+    defaults = MODEL_DEFAULTS.get(model_name)
 
     notes: list[str] = []
     if built.stubbed:
@@ -134,7 +147,7 @@ def import_config(config: str, options: dict[str, Any] | None = None) -> Importe
     if topology.connections:
         graph["streams"] = [connection(c) for c in topology.connections]
     graph["walks"] = raw_walks
-    kinds, from_defaults = _request_kinds(cfg["model"], model, defaults, part_walks, partitions)
+    kinds, from_defaults = _request_kinds(model_name, model, defaults, part_walks, partitions)
     if from_defaults:
         defaulted.append("request kinds")
     else:
@@ -144,20 +157,29 @@ def import_config(config: str, options: dict[str, Any] | None = None) -> Importe
     graph["requests"] = {}
     for kind, spec in kinds.items():
         graph["requests"][kind] = _kind(spec, walks, topology, part_walks, used_dynamic, dynamic)
+    if defaults and defaults.note:
+        notes.append(defaults.note)
+    return ImportedGraph(graph, notes, defaulted, len(worker_graphs))
+
+
+def import_config(config: str, options: dict[str, Any] | None = None) -> Imported:
+    """A whole scenario from an mstar config: the model's graph and the config's placement."""
+    path = resolve_config(config)
+    cfg = read_config(path)
+    name = path.stem
+    g = import_graph(cfg["model"], path, cfg.get("model_kwargs") or {}, options)
     raw: dict[str, Any] = {
         "name": name,
         "description": f"mstar-ai {PINNED} default config {name} (model {cfg['model']}), imported from "
                        f"the model's own graphs",
         "seed": 0,
-        "graph": graph,
+        "graph": g.graph,
         "placement": _placement(cfg),
         "runtime": "mstar-python",
-        "workload": [{"request": list(graph["requests"]), "count": 2 * len(graph["requests"]),
+        "workload": [{"request": list(g.graph["requests"]), "count": 2 * len(g.graph["requests"]),
                       "concurrency": 2}],
     }
-    if defaults and defaults.note:
-        notes.append(defaults.note)
-    return Imported(raw, cfg["model"], name, notes, defaulted, len(worker_graphs))
+    return Imported(raw, cfg["model"], name, g.notes, g.defaulted, g.worker_graphs)
 
 
 def _partitions(partitions: list[Any], walks: dict[str, Any]) -> dict[str, list[str]]:

@@ -147,9 +147,19 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
     description = f.string(top.get("description", ""), "description")
     seed = f.integer(top.get("seed", 0), "seed", minimum=0)
 
-    graph = f.mapping(top["graph"], "graph", ("nodes", "walks", "requests", "partitions", "streams"),
-                      required=("walks",))
+    graph = f.mapping(top["graph"], "graph", ("nodes", "walks", "requests", "partitions", "streams",
+                                              "mstar_model", "mstar_config", "mstar_options"))
     notes: list[str] = []
+    resolved_graph = None
+    if "mstar_model" in graph:
+        # The walks come from mstar's own model code (simharness.mstar_import.reference).
+        from simharness.mstar_import.reference import resolve_graph
+
+        graph, model_notes = resolve_graph(graph, top["placement"], Path(base_dir))
+        resolved_graph = graph
+        notes.extend(model_notes)
+    elif "walks" not in graph:
+        raise ScenarioError("graph.walks", "missing required key (or name a model: graph.mstar_model)")
     walks = _walks(graph["walks"], notes)
     partitions = _partitions(graph.get("partitions"), walks)
     connections = _streams(graph.get("streams", []), partitions)
@@ -194,7 +204,8 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         connections=connections,
         kv=kv,
         source=source,
-        fingerprint=fingerprint(raw if resolved is None else {**raw, "placement": resolved}),
+        fingerprint=fingerprint({**raw, **({} if resolved is None else {"placement": resolved}),
+                                 **({} if resolved_graph is None else {"graph": resolved_graph})}),
         raw=raw,
         schedule=schedule,
         faults=faults,

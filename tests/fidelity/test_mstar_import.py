@@ -176,3 +176,47 @@ def test_import_mstar_reads_a_config_file_too(tmp_path):
     assert main(["import-mstar", str(cfg), "-o", str(tmp_path / "out.yaml")]) == 0
     sc = load_scenario(tmp_path / "out.yaml")
     assert set(sc.partitions) == {"LLM", "SNAC"} and sc.placement.num_ranks == 1
+
+
+def _reference(tmp_path, graph: dict, placement=None) -> object:
+    path = tmp_path / "ref.yaml"
+    path.write_text(yaml.safe_dump({
+        "graph": graph,
+        "placement": placement or {"mstar_config": "bagel_cfg_parallel"},
+        "workload": [{"request": "t2i", "count": 1}],
+    }))
+    return path
+
+
+_T2I = {"t2i": {"walks": ["prefill_text", "image_gen_cfg"], "inputs": ["text_inputs"]}}
+
+
+def test_a_scenario_can_name_the_model_instead_of_copying_its_walks(tmp_path):
+    path = _reference(tmp_path, {"mstar_model": "bagel", "mstar_options": {"num_timesteps": 11},
+                                 "requests": _T2I, "nodes": {"LLM": {"service_ms": 85}}})
+    with contextlib.redirect_stderr(io.StringIO()):
+        sc = load_scenario(path)
+    theirs = scenario_of("bagel_cfg_parallel")
+    assert set(sc.walks) == set(theirs.walks)
+    # Only the loop bound differs: 11 timesteps are 10 denoise steps.
+    diff = shape_differences(sc.walks["image_gen_cfg"], theirs.walks["image_gen_cfg"])
+    assert diff and "10 iterations here, 49 in mstar" in diff[0]
+    assert sc.node_facts("LLM").base.service_ms == 85
+    assert run_scenario(sc, "mstar-rust-prefix").outcome == "fail"
+    assert run_scenario(sc, "mstar-python").outcome == "pass"
+
+
+@pytest.mark.parametrize(("graph", "placement", "path", "message"), [
+    ({"mstar_model": "bagel", "walks": {}}, None, "graph.walks", "comes from the model"),
+    ({"mstar_model": "orpheus"}, None, "placement.mstar_config", "is for model 'bagel', not 'orpheus'"),
+    ({"mstar_model": "bagel", "mstar_options": {"nope": 1}}, None, "graph.mstar_options",
+     "has no field 'nope'"),
+    ({"mstar_model": "no_such_model"}, {"node_groups": [{"node_names": ["LLM"], "ranks": [0]}]},
+     "graph.mstar_model", "unknown mstar model 'no_such_model'"),
+])
+def test_a_bad_model_reference_names_the_key(tmp_path, graph, placement, path, message):
+    from simharness.errors import ScenarioError
+
+    with pytest.raises(ScenarioError) as err, contextlib.redirect_stderr(io.StringIO()):
+        load_scenario(_reference(tmp_path, {**graph, "requests": _T2I}, placement))
+    assert err.value.path == path and message in err.value.message
