@@ -390,7 +390,8 @@ def _confirm(args: argparse.Namespace) -> int:
     from real_backends.confirm import compare, render, summarize
 
     _check_report_target(args.report)
-    sim = run_scenario(scenario, args.runtime, seed)
+    # the real run's deadline and the report read the simulation's events: keep them
+    sim = run_scenario(scenario, args.runtime, seed, keep_trace=True)
     real = _run_real(scenario, args, seed, sim_report=sim)
     a, b = summarize(sim), summarize(real)
     agree, diffs = compare(a, b)
@@ -599,7 +600,7 @@ def _replay(args: argparse.Namespace) -> int:
         from simharness.scenario.loader import load_scenario
 
         # The page shows each case's run: run it once more, keeping its events.
-        runs = [(r, run_scenario(load_scenario(r.path), r.runtime)) for r, _ in done]
+        runs = [(r, run_scenario(load_scenario(r.path), r.runtime, keep_trace=True)) for r, _ in done]
         _emit_report(args.report, f"replay-{Path(args.case[0]).stem}",
                      {"replay.json": json_text([doc for _, doc in done]), "report.html": replay_page(runs)})
     return worst
