@@ -52,6 +52,28 @@ def _rids_text(rids: list[str]) -> str:
     return ",".join(rids)
 
 
+#: options that say where output goes, not what runs: left out of the rerun line
+OUTPUT_OPTIONS = ("--report", "--trace", "--json")
+
+
+def rerun_command(seed: int, command: list[str]) -> str:
+    """The line that reruns `command` with the same seed, without its output options."""
+    keep: list[str] = []
+    skip_value = False
+    for i, tok in enumerate(command):
+        if skip_value:
+            skip_value = False
+            continue
+        name = tok.split("=", 1)[0]
+        if name in OUTPUT_OPTIONS:
+            # --report takes an optional folder, --trace a file: drop the value that follows
+            nxt = command[i + 1] if i + 1 < len(command) else None
+            skip_value = "=" not in tok and name != "--json" and nxt is not None and not nxt.startswith("-")
+            continue
+        keep.append(tok)
+    return f"SIMHARNESS_SEED={seed} {shlex.join(keep)}"
+
+
 def render(report: RunReport, out: TextIO, command: list[str] | None = None, width: int = 100) -> None:
     sc = report.scenario
     w = out.write
@@ -123,7 +145,7 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
         line(out, f"FAIL: {len(report.violations)} violation{'s' if len(report.violations) != 1 else ''} ("
              + ", ".join(f"{c} {n}" for c, n in by_check.items()) + ")", "bad")
         if command:
-            w(f"rerun: SIMHARNESS_SEED={sc.seed} {shlex.join(command)}\n")
+            w(f"rerun: {rerun_command(sc.seed, command)}\n")
     else:
         from simharness.checks import CHECK_NAMES
         names = [c for c in CHECK_NAMES if c != "determinism" or "determinism" in report.extra]

@@ -121,9 +121,9 @@ def forwards_table(story: Story) -> str:
                     f"<td>{k[2]}</td>{''.join(cells)}</tr>")
     return ('<section id="forwards"><h2>Forwards per request</h2>'
             '<p class="caption">Red: more forwards than the graph implies (extra passes); '
-            'yellow: fewer (missing passes).</p>'
+            'yellow: fewer (missing passes).</p><div style="overflow-x:auto">'
             f'<table><tr><th class="l">walk</th><th class="l">node</th><th>rank</th>{head}</tr>'
-            + "".join(body) + "</table></section>")
+            + "".join(body) + "</table></div></section>")
 
 
 def violations_section(story: Story, command: list[str] | None = None) -> str:
@@ -135,9 +135,10 @@ def violations_section(story: Story, command: list[str] | None = None) -> str:
                 'holds.</p></section>')
     replay = replay_command(report)
     if command:
-        import shlex
 
-        replay = f"SIMHARNESS_SEED={report.scenario.seed} {shlex.join(command)}"
+        from simharness.report.console import rerun_command
+
+        replay = rerun_command(report.scenario.seed, command)
     parts = [f'<section id="violations"><h2>Violations ({len(report.violations)})</h2>',
              f"<p>Replay: <code>{escape(replay)}</code></p>"]
     first_time: dict[tuple, float] = {}

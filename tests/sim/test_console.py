@@ -77,3 +77,13 @@ def prefix_report(bagel):
     from simharness.run import run_scenario
 
     return run_scenario(bagel, "mstar-rust-prefix")
+
+
+def test_the_rerun_line_leaves_out_where_output_went():
+    from simharness.report.console import rerun_command
+
+    cmd = ["simharness", "run", "s.yaml", "--report", "out", "--runtime", "x", "--trace=t.json",
+           "--json", "--set", "a=1", "--report"]
+    assert rerun_command(3, cmd) == "SIMHARNESS_SEED=3 simharness run s.yaml --runtime x --set a=1"
+    assert rerun_command(0, ["simharness", "run", "s.yaml", "--report", "--seed", "2"]) == \
+        "SIMHARNESS_SEED=0 simharness run s.yaml --seed 2"
