@@ -296,9 +296,10 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         given = [f"--{f.replace('_', '-')}" for f in REAL_FLAGS if getattr(args, f) is not None]
         if given:
             raise UsageError(f"{', '.join(given)} only apply to --backend zmq")
-        # A trace or a report reads every event afterwards: keep them.
-        report = run_scenario(scenario, args.runtime, seed, check_determinism=determinism,
-                              keep_trace=True)
+        # A trace or a report reads every event afterwards: keep them (otherwise the run
+        # keeps what run_scenario keeps by default).
+        keep = {"keep_trace": True} if args.report is not None or args.trace else {}
+        report = run_scenario(scenario, args.runtime, seed, check_determinism=determinism, **keep)
     for note in report.result.notes:
         print(f"note: {note}", file=sys.stderr)
     summary = build_summary(report)

@@ -120,6 +120,10 @@ def message_window(story: Story, rid: str) -> tuple[list[Message], float, float,
         t1 = max(t1, max(ends))
     if stall_t is not None:
         t1 = max(t1, stall_t)
+    # inputs parked or dropped for this request are part of its story, however late
+    late = [t for t, _r, r, *_ in story.parked + story.dropped if r == rid]
+    if late:
+        t1 = max(t1, max(late))
     return shown, t0, t1, start
 
 

@@ -275,3 +275,18 @@ def test_matplotlib_is_imported_only_for_a_report():
             f"main(['run', {str(SCENARIOS / 'bagel_cfg.yaml')!r}, '--json']); "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported without --report'")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_the_message_diagram_reaches_the_inputs_dropped_for_its_request():
+    from simharness.report import plots
+
+    busy = load_scenario(SCENARIOS / "bagel_cfg.yaml",
+                         ["workload=[{request: t2i, count: 16, concurrency: 8}]"])
+    story = build_story(run_scenario(busy, "mstar-rust-prefix"))
+    # a stray's reply lands after its request was removed: dropped (parked for ever)
+    t, rank, rid, names, why = story.dropped[0]
+    assert "after the request was removed" in why
+    _shown, _t0, t1, _skipped = plots.message_window(story, rid)
+    assert t1 >= t
+    png, caption = plots.message_diagram(story, rid)
+    assert png.startswith(b"\x89PNG") and f"request {rid}" in caption
