@@ -277,7 +277,7 @@ class RankProcess(_Process):
             mine = self.store.get(rid, {})
             if st is None:
                 continue
-            for sig in st.cur[batch.node].values():
+            for sig in st.inputs(batch.node).values():
                 nbytes = max(nbytes, sig.nbytes)
                 t = mine.get(_key(sig))
                 if t is not None:

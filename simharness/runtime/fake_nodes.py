@@ -64,7 +64,7 @@ class FakeNodes:
         step = steps.get(counter) if counter is not None else None
         if step is None:
             return "", ()
-        cur = state.cur[node]
+        cur = state.inputs(node)
         waits = tuple(n for n in step.wait_for_walk_start
                       if cur.get(n) is None or cur[n].origin != ORIGIN_WALK_START)
         if not waits:

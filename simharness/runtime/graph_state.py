@@ -444,6 +444,20 @@ class GraphState:
         self.stream_spent.clear()
         self._clear_keys(self.spec.root)
 
+    # -- the rest of the WorkerGraphState protocol ----------------------------------------
+
+    def inputs(self, node: str) -> dict[str, Signal]:
+        return self.cur[node]
+
+    def next_inputs(self, node: str) -> dict[str, Signal]:
+        return self.nxt[node]
+
+    def mark_speculative(self, node: str) -> None:
+        self.scheduled.add(node)
+
+    def unmark_speculative(self, node: str) -> None:
+        self.scheduled.discard(node)
+
     def held(self) -> Iterator[tuple[str, str, Signal]]:
         """(node, slot, signal) for every signal still held, nodes in graph order."""
         for node in self.spec.nodes:

@@ -1,19 +1,21 @@
-"""What a runtime under test provides to the drivers.
+"""The declared interfaces of the runtime under test.
 
 A runtime is an object with a ``name`` and ``build_rank(rank, layout)`` returning that rank's
-pure state machine (see `simharness.runtime.rank.RankRuntime` for the methods the drivers call).
-It also states the policies of mstar's worker loop and conductor that differ between mstar
-versions (`LoopPolicy`); the drivers carry them out. A runtime may set ``worker_loop_class`` to
-a `WorkerLoop` subclass when its worker loop itself differs, and ``conductor_class`` to a
-`Conductor` subclass when its conductor does.
+pure state machine (`RankRuntimeProtocol`; `simharness.runtime.rank.RankRuntime` implements
+it), whose per-request, per-worker-graph state is a `WorkerGraphState`. It also states the
+policies of mstar's worker loop and conductor that differ between mstar versions
+(`LoopPolicy`). A runtime may set ``worker_loop_class`` to a `WorkerLoop` subclass when its
+worker loop differs, and ``conductor_class`` to a `Conductor` subclass when its conductor does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from simharness.placement.layout import Layout
+from simharness.runtime.signals import Signal
 
 BATCHING_MODES = ("minibatch", "backlog")
 
@@ -42,9 +44,126 @@ class LoopPolicy:
             raise ValueError(f"drain_barrier must be true or false, got {self.drain_barrier!r}")
 
 
-class Runtime(Protocol):
-    name: str
-    description: str
-    policy: LoopPolicy
+class LoopStatus(Protocol):
+    """One loop of one request in one worker graph, as the worker loop and reports read it."""
 
-    def build_rank(self, rank: int, layout: Layout) -> Any: ...
+    @property
+    def curr_iter(self) -> int: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def finish(self) -> bool: ...
+
+
+@runtime_checkable
+class WorkerGraphState(Protocol):
+    """One request's state in one worker graph (mstar's ``WorkerGraphIO`` with its registries).
+
+    `GraphState` is our model of it; `MstarGraphState` wraps the real mstar object. Both pass
+    one conformance suite (tests/unit/test_state_conformance.py). `RankRuntime`, the worker
+    loop, the scheduler, the fake nodes' gate and the stall report use nothing else.
+    """
+
+    #: the compiled worker graph: ``id``, ``walk``, ``nodes[name]`` (inputs, outputs, loop)
+    spec: Any
+    #: loop name -> its status
+    loops: Mapping[str, Any]
+
+    def ingest(self, sig: Signal, can_buffer: bool = True) -> str:
+        """CURRENT, NEXT, PARKED or REJECTED."""
+        ...
+
+    def ingest_chunk(self, sig: Signal) -> str: ...
+
+    def streaming_ready(self, node: str) -> bool: ...
+
+    @property
+    def ready(self) -> Collection[str]:
+        """The ready node names in a deterministic order (iteration and ``in``; our model
+        keeps an insertion-ordered dict, the mstar adapter a list)."""
+        ...
+
+    def pop_ready(self, node: str) -> bool: ...
+
+    def inputs(self, node: str) -> Mapping[str, Signal]:
+        """The node's current-iteration slot: input name -> signal."""
+        ...
+
+    def next_inputs(self, node: str) -> Mapping[str, Signal]:
+        """The node's next-iteration slot."""
+        ...
+
+    def mark_speculative(self, node: str) -> None:
+        """The node's next iteration was scheduled before its batch was postprocessed."""
+        ...
+
+    def unmark_speculative(self, node: str) -> None: ...
+
+    def counter(self, node: str) -> int | None: ...
+
+    def loop_context(self, node: str) -> tuple[tuple[str, int, int, bool], ...]: ...
+
+    def register_finish(self, loop: str) -> bool: ...
+
+    def clear_current(self, node: str) -> None: ...
+
+    def complete(self, node: str) -> tuple[list[Any], frozenset[tuple[str, str]], list[str]]:
+        """(routed items: declared `Edge`s or re-injected `Signal`s, filtered loop-back pairs,
+        loops that finished)."""
+        ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def times_run(self) -> int: ...
+
+    def reset(self) -> None: ...
+
+    def held(self) -> Iterator[tuple[str, str, Signal]]: ...
+
+    def is_clean(self) -> bool: ...
+
+
+@runtime_checkable
+class RankRuntimeProtocol(Protocol):
+    """One rank's runtime (mstar's ``WorkerGraphsManager`` and ``process_node_outputs``): what
+    the worker loop and the stall report call. `RankRuntime` is the implementation every
+    shipped runtime uses; an adapter usually replaces only `new_state`."""
+
+    rank: int
+    layout: Layout
+    #: rid -> the request's state here (``states``: worker graph -> `WorkerGraphState`,
+    #: ``buffers``, ``assignment``, ``current``)
+    requests: Mapping[str, Any]
+    partition_of: Mapping[str, str]
+
+    def admit(self, rid: str, walk: str, pass_no: int, assignment: Any,
+              partitions: frozenset[str] | None = None) -> None: ...
+
+    def set_walk(self, rid: str, walk: str, pass_no: int) -> None: ...
+
+    def deliver(self, rid: str, walk: str, pass_no: int,
+                signals: list[Signal]) -> list[tuple[Signal, str | None, str]]: ...
+
+    def offer_chunk(self, rid: str, chunk: Any) -> tuple[str | None, str]: ...
+
+    def ready_work(self) -> Iterator[tuple[str, str, str, Any]]: ...
+
+    def state_of(self, rid: str, walk: str, node: str) -> Any: ...
+
+    def instance_of(self, rid: str, walk: str, node: str) -> tuple[int, ...]: ...
+
+    def stop_loops(self, rid: str, walk: str, loops: list[str]) -> list[int]: ...
+
+    def peer_stop(self, rid: str, partition: str, loops: list[str]) -> list[str]: ...
+
+    def complete(self, rid: str, node: str, walk: str) -> Any: ...
+
+    def leftovers(self, rid: str) -> list[str]: ...
+
+    def remove(self, rid: str) -> list[Any]: ...
+
+    def new_state(self, wg_id: str) -> WorkerGraphState: ...

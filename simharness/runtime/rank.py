@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from simharness.graph.ir import CLIENT, CONDUCTOR, Edge
 from simharness.placement.layout import Assignment, Layout
 from simharness.runtime.graph_state import (
-    CURRENT,
-    PARKED,
     REJECTED,
     GraphSpec,
     GraphState,
@@ -318,7 +316,7 @@ class RankRuntime:
             counter = st.loops[ns.loop.name].curr_iter
             ctx = st.loop_context(node)
         consumed_final = bool(ns.stream_inputs) and any(
-            type(s) is ChunkSignal and s.final for s in st.cur[node].values())
+            type(s) is ChunkSignal and s.final for s in st.inputs(node).values())
         st.clear_current(node)
         items, filtered, finished = st.complete(node)
         pass_no = req.current[part][1]
@@ -408,4 +406,4 @@ class RankRuntime:
             done.routes.append((sig, self._stream_label[r]))
 
 
-__all__ = ["CURRENT", "PARKED", "REJECTED", "Completion", "Held", "RankRuntime", "RequestState"]
+__all__ = ["Completion", "Held", "RankRuntime", "RequestState"]

@@ -11,15 +11,14 @@ from collections.abc import Callable
 
 from simharness import events as ev
 from simharness.runtime.conductor import StallPosition
-from simharness.runtime.graph_state import GraphState
-from simharness.runtime.rank import RankRuntime
+from simharness.runtime.protocol import RankRuntimeProtocol, WorkerGraphState
 
 #: (node, walk, rid, state) -> (why the engine holds the node, the inputs it waits for)
-GateDetail = Callable[[str, str, str, GraphState], tuple[str, tuple[str, ...]]]
+GateDetail = Callable[[str, str, str, WorkerGraphState], tuple[str, tuple[str, ...]]]
 
 
 def blocked_nodes(
-    rank: int, runtime: RankRuntime, gate_detail: GateDetail, rid: str, position: StallPosition,
+    rank: int, runtime: RankRuntimeProtocol, gate_detail: GateDetail, rid: str, position: StallPosition,
 ) -> list[ev.BlockedNode]:
     """The nodes of `rid`'s current walks (``position.walks``, one per unfinished partition) on
     this rank that hold something, are queued or gated.
@@ -38,7 +37,7 @@ def blocked_nodes(
             continue
         rows = []
         for node, ns in st.spec.nodes.items():
-            cur, nxt = st.cur[node], st.nxt[node]
+            cur, nxt = st.inputs(node), st.next_inputs(node)
             missing = tuple(i for i in ns.inputs if i not in cur)
             closed, waits = ("", ()) if missing else gate_detail(node, st.spec.walk, rid, st)
             rows.append(ev.BlockedNode(

@@ -57,8 +57,8 @@ from simharness.runtime.messages import (
     StopLoops,
     WorkerGraphsDoneMsg,
 )
-from simharness.runtime.protocol import LoopPolicy
-from simharness.runtime.rank import Completion, RankRuntime
+from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol
+from simharness.runtime.rank import Completion
 from simharness.runtime.scheduler import Batch, MicroScheduler
 from simharness.runtime.signals import Signal
 from simharness.runtime.worker_parts import KvPulls, Lockstep, RequestRecord, Speculation, Teardown
@@ -74,7 +74,7 @@ class WorkerLoop:
     def __init__(
         self,
         rank: int,
-        runtime: RankRuntime,
+        runtime: RankRuntimeProtocol,
         nodes: FakeNodes,
         policy: LoopPolicy,
         seed: int = 0,
@@ -278,7 +278,7 @@ class WorkerLoop:
             for rid in batch.rids:
                 st = self.runtime.state_of(rid, batch.walk, batch.node)
                 if st is not None:
-                    st.scheduled.discard(batch.node)
+                    st.unmark_speculative(batch.node)
         self.speculation.plan(batch, now)
         sends = self._postprocess(batch, now)
         self.busy = False

@@ -212,7 +212,7 @@ class Speculation:
         for rid in rids:
             st = runtime.state_of(rid, walk, node)
             if st is not None:
-                st.scheduled.add(node)
+                st.mark_speculative(node)
         self.batch = loop.scheduler.speculative_batch(node, walk, rids)
         self.steps += 1
 

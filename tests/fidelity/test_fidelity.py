@@ -14,7 +14,7 @@ import os
 import pytest
 
 from simharness.run import run_scenario
-from simharness.runtime import mstar_adapter
+from simharness.runtime import mstar_adapter, mstar_placement
 from simharness.scenario import load_scenario
 from tests.conftest import SCENARIOS
 from tests.fidelity.agreement import disagreements
@@ -66,7 +66,7 @@ def test_the_placement_is_mstar_s_own_where_it_imports():
     from simharness.placement.layout import Layout
     for seed in range(50):
         lay = Layout.build(build(layout(seed)))
-        assert set(mstar_adapter.mstar_worker_graphs(lay, model_cls)) == {wg.id for wg in lay.worker_graphs}
+        assert set(mstar_placement.mstar_worker_graphs(lay, model_cls)) == {wg.id for wg in lay.worker_graphs}
 
 
 @pytest.mark.parametrize(("wrong", "scenario"), [

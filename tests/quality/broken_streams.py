@@ -91,7 +91,7 @@ class ChunkAfterFinal(_WithBuffer):
 class _ReplaysChunkRank(RankRuntime):
     def complete(self, rid, node, walk):
         st = self.requests[rid].states[self.wg_of[(walk, node)]]
-        chunks = [s for s in st.cur[node].values() if type(s) is ChunkSignal]
+        chunks = [s for s in st.inputs(node).values() if type(s) is ChunkSignal]
         done = super().complete(rid, node, walk)
         seen = self.__dict__.setdefault("_replayed", set())
         for chunk in chunks:
@@ -127,7 +127,7 @@ class _SpeculatesPastStop(Speculation):
         self.again.update(again)
         self._once.update(again)
         for rid in again:
-            runtime.state_of(rid, batch.walk, batch.node).scheduled.add(batch.node)
+            runtime.state_of(rid, batch.walk, batch.node).mark_speculative(batch.node)
         self.batch = self.loop.scheduler.speculative_batch(batch.node, batch.walk, again)
 
 
@@ -156,7 +156,7 @@ class _RerunsRank(RankRuntime):
     def complete(self, rid, node, walk):
         wg = self.wg_of[(walk, node)]
         st = self.requests[rid].states[wg]
-        inputs = list(st.cur[node].values())
+        inputs = list(st.inputs(node).values())
         done = super().complete(rid, node, walk)
         seen = self.__dict__.setdefault("_rerun", set())
         if st.spec.nodes[node].loop is None and wg in done.completed_wgs and (rid, wg) not in seen:

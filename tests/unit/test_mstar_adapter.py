@@ -8,7 +8,7 @@ import pytest
 from simharness.errors import UsageError
 from simharness.placement.layout import Layout
 from simharness.run import run_scenario
-from simharness.runtime import mstar_adapter, registry
+from simharness.runtime import mstar_adapter, mstar_placement, mstar_state, registry
 from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED
 from simharness.runtime.signals import ORIGIN_WALK_START, Signal
 from simharness.scenario import load_scenario
@@ -47,7 +47,7 @@ class TestStateLivesInMstar:
         from mstar.graph.base import GraphNode, Loop, LoopStateRegistry
         from mstar.graph.graph_io import WorkerGraphIO
         st = split_rank.requests["r0"].states["w#1"]
-        assert isinstance(st, mstar_adapter.MstarGraphState)
+        assert isinstance(st, mstar_state.MstarGraphState)
         assert isinstance(st.io, WorkerGraphIO)
         assert isinstance(st.io.nodes["B"], GraphNode) and isinstance(st.io.loops["L"], Loop)
         assert isinstance(st.io.nodes["B"]._managing_registry, LoopStateRegistry)
@@ -76,7 +76,7 @@ class TestStateLivesInMstar:
         edge = GraphEdge(next_node="B", name="y")
         setattr(edge, mstar_adapter.CARRIES, sig)
         assert st.io.ingest_input(edge)  # straight into mstar, not through the wrapper
-        assert st.cur["B"] == {"y": sig}
+        assert st.inputs("B") == {"y": sig}
         st.io.loops["L"].curr_iter = 2
         assert st.counter("B") == 2 and st.loops["L"].curr_iter == 2
         assert st.loop_context("B") == (("L", 2, 3, True),)
@@ -85,7 +85,7 @@ class TestStateLivesInMstar:
         st.io.wg_state_registry.ready_names.add("B")
         assert st.ready == ["B"]
         st.io.clear()
-        assert st.cur["B"] == {} and st.ready == [] and st.loops["L"].curr_iter == 0
+        assert st.inputs("B") == {} and st.ready == [] and st.loops["L"].curr_iter == 0
         assert st.is_clean()
 
     def test_completion_is_mstar_s_mark_node_complete(self, split_rank):
@@ -191,5 +191,5 @@ class TestPlacement:
         wg = lay.by_id["w#0"]
         other = lay.by_id["w#1"]
         theirs = mstar_adapter.to_mstar(other.section)
-        with pytest.raises(mstar_adapter.PlacementMismatch, match="worker graph w#0"):
-            mstar_adapter.check_same_worker_graph(wg.id, wg.section, wg.group, theirs, other.group)
+        with pytest.raises(mstar_placement.PlacementMismatch, match="worker graph w#0"):
+            mstar_placement.check_same_worker_graph(wg.id, wg.section, wg.group, theirs, other.group)

@@ -1,0 +1,92 @@
+"""Small keyword factories for the runtime model's messages and stimuli, so that unit tests
+drive `WorkerLoop`, `Conductor`, `RankRuntime` and `ApiClient` directly, without an engine.
+
+Every factory takes the fields it is likely to vary as keywords with defaults; anything else
+is passed through to the message class.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from simharness.placement.layout import Layout
+from simharness.rng import RandomStreams
+from simharness.runtime.api_client import ApiClient
+from simharness.runtime.assembly import build_conductor, build_worker_loop
+from simharness.runtime.effects import Arrived
+from simharness.runtime.fake_nodes import FakeNodes
+from simharness.runtime.messages import InputSignals, NewRequest, RemoveRequest, ResultTensors
+from simharness.runtime.profiles import MstarPython
+from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.signals import ORIGIN_WALK_START, Signal
+from tests.helpers import build, split_loop
+
+_seq = itertools.count(1000)
+
+
+def signal(name: str, dest: str, *, walk: str = "w", pass_no: int = 0, nbytes: int = 0,
+           src_node: str = "conductor", src_rank: int = -1, origin: str = ORIGIN_WALK_START,
+           stream: bool = False) -> Signal:
+    return Signal(name, dest, False, False, nbytes, src_node, src_rank, walk, pass_no, None,
+                  origin, next(_seq), stream)
+
+
+def arrived(msg: Any) -> Arrived:
+    return Arrived(msg=msg)
+
+
+@dataclass
+class Bench:
+    """One small scenario's pieces: layout, one worker loop per rank, conductor, API client."""
+
+    layout: Layout
+    loops: list[Any]
+    conductor: Any
+    client: ApiClient
+
+    def assignment(self) -> Any:
+        return self.layout.assign(lambda n: 0)
+
+    def new_request(self, *, rid: str = "r0", rank: int, kind: str = "req",
+                    signals: list[Signal] | None = None, **kw: Any) -> NewRequest:
+        """NEW_REQUEST for `rank`, with the walk's start inputs that land there by default."""
+        if signals is None:
+            facts = self.layout.scenario.walk_facts["w"]
+            wg_ranks = self.assignment().wg_ranks
+            signals = [signal(name, dest) for name, dest in sorted(facts.start_inputs)
+                       if rank in wg_ranks[self.layout.wg_of[("w", dest)]]]
+        part = self.layout.scenario.partition_of["w"]
+        return NewRequest(rid=rid, kind=kind, current={part: ("w", 0)},
+                          assignment=kw.pop("assignment", self.assignment()), signals=signals, **kw)
+
+
+def bench(*, max_iters: int = 2, concurrency_cap: int | None = None,
+          policy: LoopPolicy | None = None) -> Bench:
+    """The split loop of `tests.helpers.split_loop` (A on rank 0; B and C on rank 1)."""
+    raw = split_loop(max_iters=max_iters)
+    if concurrency_cap is not None:
+        raw["placement"]["max_concurrent_requests"] = concurrency_cap
+    sc = build(raw)
+    layout = Layout.build(sc)
+    runtime = MstarPython()
+    if policy is not None:
+        runtime.policy = policy
+    nodes = FakeNodes(sc)
+    loops = [build_worker_loop(runtime, r, layout, nodes) for r in range(layout.num_ranks)]
+    conductor = build_conductor(runtime, layout, RandomStreams(sc.seed))
+    return Bench(layout, loops, conductor, ApiClient(runtime.policy))
+
+
+def input_signals(*, rid: str = "r0", walk: str = "w", pass_no: int = 0, signals: list[Signal],
+                  src: int = 0, **kw: Any) -> InputSignals:
+    return InputSignals(rid=rid, walk=walk, pass_no=pass_no, signals=signals, src=src, **kw)
+
+
+def remove(*, rid: str = "r0", source: str = "conductor") -> RemoveRequest:
+    return RemoveRequest(rid=rid, source=source)
+
+
+def result(*, rid: str = "r0", rank: int = 1, name: str = "out") -> ResultTensors:
+    return ResultTensors(rid=rid, rank=rank, signal=signal(name, "client"))
