@@ -244,16 +244,16 @@ def run_sweep(cells: list[Cell], workers: int = 1, scheduler: str | None = None,
 
 def render(result: SweepResult, out: Any) -> None:
     """The sweep's table: one line per (scenario, runtime), then every unexpected cell."""
-    rows = result.rows()
-    w = max([len(r["scenario"]) for r in rows] + [8])
-    rw = max([len(r["runtime"]) for r in rows] + [7])
-    print(f"{'scenario':<{w}}  {'runtime':<{rw}}  {'runs':>5} {'pass':>5} {'fail':>5} "
-          f"{'unexp':>5}  sweep digest      verdicts", file=out)
-    for r in rows:
+    from simharness.report.table import cell, line, render_table
+
+    body = []
+    for r in result.rows():
         verdicts = ", ".join(f"{v} x{n}" for v, n in r["verdicts"].items())
-        print(f"{r['scenario']:<{w}}  {r['runtime']:<{rw}}  {r['runs']:>5} {r['pass']:>5} "
-              f"{r['fail']:>5} {r['unexpected']:>5}  {r['sweep_digest'][7:23]}  {verdicts}",
-              file=out)
+        body.append([r["scenario"], r["runtime"], r["runs"], r["pass"], r["fail"],
+                     cell(r["unexpected"], "bad" if r["unexpected"] else None),
+                     r["sweep_digest"][7:23], verdicts])
+    render_table(out, ["scenario", "runtime", "runs", "pass", "fail", "unexp", "sweep digest", "verdicts"],
+                 body, align=["left", "left", "right", "right", "right", "right", "left", "left"])
     bad = result.unexpected
     if bad:
         print(f"\nunexpected ({len(bad)}):", file=out)
@@ -266,5 +266,6 @@ def render(result: SweepResult, out: Any) -> None:
     if changed:
         print(f"\n{changed} cell(s) have a trace digest other than the baseline's", file=out)
     verdict = "FAIL" if bad else "PASS"
-    print(f"\n{verdict}: {len(result.cells)} runs, {len(bad)} unexpected, {result.wall_s:.1f} s on "
-          f"{result.workers} worker(s)", file=out)
+    print(file=out)
+    line(out, f"{verdict}: {len(result.cells)} runs, {len(bad)} unexpected, {result.wall_s:.1f} s on "
+              f"{result.workers} worker(s)", "bad" if bad else "good")
