@@ -106,3 +106,22 @@ def test_the_fixture_runs_a_scenario(tmp_path):
     code, out, results = _pytest(tmp_path)
     assert results == {"test_mine::test_layout": "passed"}, out
     assert code == 0
+
+
+def test_pytest_scenarios_runs_the_shipped_scenarios_and_cases(tmp_path):
+    """The acceptance line, as a user types it: `pytest scenarios/` passes."""
+    xml = tmp_path / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios/", "-q", "-p", "no:cacheprovider",
+                           f"--junitxml={xml}"], cwd=SCENARIOS.parent, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    cases = {f"{c.get('classname')}::{c.get('name')}": [x.tag for x in c]
+             for c in ET.parse(xml).getroot().iter("testcase")}
+    shipped = sorted(p.name for p in SCENARIOS.glob("*.yaml"))
+    assert sorted(k.split("::")[0].removeprefix("scenarios.") for k in cases
+                  if k.endswith("::checks")) == shipped
+    corpus = sorted((SCENARIOS / "corpus").glob("*.yaml"))
+    for path in corpus:
+        status = yaml.safe_load(path.read_text())["corpus"]["status"]
+        ident = next(k for k in cases if k.startswith(f"scenarios.corpus.{path.name}::"))
+        assert cases[ident] == (["skipped"] if status == "open" else []), ident
