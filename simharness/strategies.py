@@ -12,9 +12,13 @@ Each yields plain data in the scenario schema, so ``parse_scenario(example)`` bu
     def test_my_runtime(raw):
         report = run_scenario(parse_scenario(raw), "my.module:MyRuntime")
         ...
+
+``scenarios(features=FAMILIES["streams"])`` restricts generation to one family of mechanisms
+(streams, dynamic loops, TP instances, KV hand-off, ...); see docs/fuzzing.md.
 """
 
 from simharness.explore.strategies import (
+    FAMILIES,
     FEATURES,
     fault_lists,
     feature_sets,
@@ -22,11 +26,13 @@ from simharness.explore.strategies import (
     placements,
     scenarios,
     schedules,
+    stop_loops_faults,
     walk_nodes,
     workloads,
 )
 
 __all__ = [
+    "FAMILIES",
     "FEATURES",
     "fault_lists",
     "feature_sets",
@@ -34,6 +40,7 @@ __all__ = [
     "placements",
     "scenarios",
     "schedules",
+    "stop_loops_faults",
     "walk_nodes",
     "workloads",
 ]

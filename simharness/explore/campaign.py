@@ -53,6 +53,8 @@ class ChunkSpec:
     tolerated_only: bool = False
     max_ranks: int = 8
     max_nodes: int = 10
+    #: the swarm features examples may use (None: all); `strategies.FAMILIES` names useful sets
+    features: frozenset[str] | None = None
 
     @property
     def seed(self) -> int:
@@ -60,8 +62,8 @@ class ChunkSpec:
         return int.from_bytes(hashlib.sha256(text).digest()[:8], "big")
 
     def strategy(self) -> Any:
-        return scenarios(tolerated_only=self.tolerated_only, max_ranks=self.max_ranks,
-                         max_nodes=self.max_nodes)
+        return scenarios(features=self.features, tolerated_only=self.tolerated_only,
+                         max_ranks=self.max_ranks, max_nodes=self.max_nodes)
 
 
 @dataclass
@@ -208,10 +210,11 @@ class CampaignConfig:
     max_shrink_calls: int = DEFAULT_SHRINK_CALLS
     max_ranks: int = 8
     max_nodes: int = 10
+    features: frozenset[str] | None = None
 
     def spec(self, index: int, size: int) -> ChunkSpec:
         return ChunkSpec(self.runtime, self.seed, index, size, self.reference, self.tolerated_only,
-                         self.max_ranks, self.max_nodes)
+                         self.max_ranks, self.max_nodes, self.features)
 
 
 @dataclass

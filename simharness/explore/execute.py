@@ -65,7 +65,7 @@ def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE) -> Ou
     except ScenarioError as err:
         return Outcome("invalid", error=str(err))
     nodes, ranks = size_of(scenario)
-    cov = CoverageObserver()
+    cov = CoverageObserver(scenario)
     result, violations = simulate(scenario, runtime, keep_trace=False, observers=[cov])
     features = static_features(scenario, result.layout) | cov.features
     if not violations:

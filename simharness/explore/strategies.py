@@ -34,9 +34,21 @@ which features it may use, so examples differ in kind and not only in size, and 
 switches features off. Every draw's simplest value is the simplest scenario (one node on rank 0,
 no faults), which is what the shrinker moves towards.
 
-Extension points (issue 3): stream edges and partitions (a stage kind ``stream`` whose edge
-carries ``stream:`` to a consumer partition), dynamic loops (a ``stop:`` rule on `_loop`), TP
-instances (``tp_size`` on `placements` groups) and ``stop_loops`` faults; see the TODOs below.
+Beyond loops, every mechanism of the runtime model, each behind its own feature (docs/fuzzing.md):
+
+* dynamic loops: a ``stop:`` rule ended by the node that reads the loop state first (copies on
+  other worker graphs or ranks learn of it from STOP_LOOPS), counts fixed or drawn per request,
+  and the decode idiom (an async node whose only input is the walk's input, sent back to itself)
+  that speculates and overshoots after a stop;
+* a streaming partition: a node of the main walks streams to a consumer in partition ``sink``
+  under one of the four chunk policies; the consumer repeats until the final chunk, or, for a
+  stream that continues after its producer is done, runs counted trigger-gated passes or a
+  dynamic loop; a request kind may skip the sink;
+* TP and SP instances over aligned rank blocks, their replicas, TP1 groups beside them;
+* KV-cache nodes and a walk-scoped (PD) placement that makes a later walk pull the pages;
+* faults on STOP_LOOPS messages.
+
+`FAMILIES` names feature sets for searches restricted to one family of mechanisms.
 """
 
 from __future__ import annotations
@@ -48,10 +60,32 @@ from hypothesis import strategies as st
 
 from simharness.scenario.model import FAULT_MESSAGES
 
+#: Messages every example's faults may target; ``stop_loops`` has a feature of its own.
+MESSAGES = tuple(m for m in FAULT_MESSAGES if m != "stop_loops")
+
 #: Features an example may switch on (swarm testing); `scenarios(features=...)` restricts them.
 FEATURES = ("parallel", "loops", "nested_loops", "multi_member_loops", "several_walks",
             "shared_nodes", "sibling_groups", "multi_rank", "replicas", "walk_scoped",
-            "concurrency", "costs", "schedule", "faults")
+            "concurrency", "costs", "schedule", "faults",
+            # mechanisms of the runtime model beyond loops (issue 9); each one switchable
+            "dynamic_loops", "drawn_stops", "speculation", "streams", "stream_skip", "tp", "sp",
+            "kv", "stop_loops")
+
+#: Feature families: what `scenarios(features=family(...))` restricts a search to.
+FAMILIES: dict[str, frozenset[str]] = {
+    "loops": frozenset({"loops", "nested_loops", "multi_member_loops", "parallel", "multi_rank",
+                        "sibling_groups", "concurrency"}),
+    "dynamic": frozenset({"loops", "multi_member_loops", "parallel", "multi_rank", "sibling_groups",
+                          "dynamic_loops", "drawn_stops", "speculation", "concurrency"}),
+    "streams": frozenset({"loops", "multi_rank", "several_walks", "shared_nodes", "concurrency",
+                          "dynamic_loops", "drawn_stops", "speculation", "streams", "stream_skip"}),
+    "tp": frozenset({"loops", "multi_member_loops", "parallel", "multi_rank", "sibling_groups",
+                     "replicas", "concurrency", "dynamic_loops", "speculation", "tp", "sp"}),
+    "kv": frozenset({"loops", "several_walks", "shared_nodes", "multi_rank", "walk_scoped",
+                     "replicas", "concurrency", "dynamic_loops", "kv"}),
+    "teardown": frozenset({"loops", "multi_member_loops", "parallel", "multi_rank",
+                           "sibling_groups", "several_walks", "replicas", "concurrency"}),
+}
 
 SERVICE_MS = (1.0, 0.5, 2.0, 5.0, 10.0)
 REQUEST_TIMEOUT_S = 60.0
@@ -82,6 +116,8 @@ class _Build:
     earlier: list[str] = field(default_factory=list)
     node_count: int = 0
     max_nodes: int = 10
+    #: dynamic loops (a ``stop:`` rule): name -> the loop's mapping
+    dynamic: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def on(self, feature: str) -> bool:
         return feature in self.features
@@ -162,13 +198,35 @@ def _stages(b: _Build, frontier: Frontier, depth: int, lo: int, hi: int) -> tupl
             # A nested loop is seeded by the node(s) just before it on every outer iteration.
             loop_ok = loop_ok and b.on("nested_loops") and all(
                 out.edges is not None and not out.loop for out, _ in frontier)
-        # TODO(issue 3): a stream stage (an edge with ``stream:`` into another partition).
         if loop_ok and b.draw(st.booleans()):
-            sec, frontier = _loop(b, frontier, depth)
+            decode = (depth == 0 and b.on("dynamic_loops") and b.on("speculation")
+                      and len(frontier) == 1 and frontier[0][0].edges is None)
+            if decode and b.draw(st.booleans()):
+                sec, frontier = _decode_loop(b, frontier)
+            else:
+                sec, frontier = _loop(b, frontier, depth)
         else:
             sec, frontier = _plain_stage(b, frontier)
         sections.append(sec)
     return sections, frontier
+
+
+def _decode_loop(b: _Build, frontier: Frontier) -> tuple[dict[str, Any], Frontier]:
+    """Orpheus's and Qwen3-Omni's decode loop at the start of a walk: one async node whose only
+    input is the walk's input, which it sends back to itself, so the conductor's copy seeds the
+    loop and the node speculates its next step (the step after the stop is the overshoot)."""
+    b.loops += 1
+    name = f"L{b.loops}"
+    sig = frontier[0][1]
+    n = b.node()
+    n["inputs"].append(sig)
+    n["outputs"].append({"name": sig, "to": n["node"]})
+    if b.draw(st.booleans()):
+        n["outputs"].append({"name": "tok_" + n["node"], "to": "client", "new_token": True})
+    loop = {"name": name, "max_iters": b.draw(st.integers(1, 8)), "body": n, "outputs": [],
+            "stop": {"by": [n["node"]]}}
+    b.dynamic[name] = loop
+    return {"loop": loop}, [(_Out(loop["outputs"], loop=True), sig)]
 
 
 def _loop(b: _Build, frontier: Frontier, depth: int) -> tuple[dict[str, Any], Frontier]:
@@ -232,7 +290,18 @@ def _loop(b: _Build, frontier: Frontier, depth: int) -> tuple[dict[str, Any], Fr
         comb["outputs"].append({"name": "tok_" + comb["node"], "to": "client", "new_token": True})
     loop = {"name": name, "max_iters": b.draw(st.integers(1, 4)),
             "body": body[0] if len(body) == 1 else {"sequential": body}, "outputs": []}
-    # TODO(issue 3): a dynamic stop rule (``stop:``) for loops with a stable name.
+    if depth == 0 and b.on("dynamic_loops") and b.draw(st.booleans()):
+        # A dynamic loop (a decode loop, Cosmos's denoise loop): the check_stop of the node that
+        # reads the loop state first ends it after the request's drawn number of iterations (at
+        # most max_iters); the rest of that iteration still runs, and copies of the loop on other
+        # worker graphs or ranks learn of the stop from STOP_LOOPS.
+        loop["max_iters"] = b.draw(st.integers(1, 8))
+        loop["stop"] = {"by": [readers[0]["node"]]}
+        b.dynamic[name] = loop
+        if comb is first and not b.on("speculation"):
+            # An async single-node loop speculates its next step (the overshoot after a stop);
+            # without the feature the node is synchronous, as BAGEL's are.
+            comb["async"] = False
     return {"loop": loop}, [(_Out(loop["outputs"], loop=True), states[0])]
 
 
@@ -279,9 +348,13 @@ def graphs(draw: Any, features: frozenset[str] | None = None, max_depth: int = 2
         walks[walk] = sections[0] if len(sections) == 1 else {"sequential": sections}
         b.earlier.extend(n for n in b.walk_nodes if n not in b.earlier)
     requests = _request_kinds(draw, list(walks), needs, persisted_from)
+    stream = _stream_producer(draw, b, walks) if "streams" in feats else None
+    _draw_stops(draw, b, walks, requests)
     graph: dict[str, Any] = {"walks": walks, "requests": requests}
+    if stream is not None:
+        _add_stream(draw, b, graph, *stream)
+    costs: dict[str, Any] = {}
     if "costs" in feats:
-        costs: dict[str, Any] = {}
         for name in b.earlier:
             facts: dict[str, Any] = {}
             ms = draw(st.sampled_from(SERVICE_MS))
@@ -291,8 +364,10 @@ def graphs(draw: Any, features: frozenset[str] | None = None, max_depth: int = 2
                 facts["max_batch"] = draw(st.integers(1, 2))
             if facts:
                 costs[name] = facts
-        if costs:
-            graph["nodes"] = costs
+    if "kv" in feats:
+        _add_kv(draw, walks, costs)
+    if costs:
+        graph["nodes"] = costs
     return graph
 
 
@@ -315,6 +390,184 @@ def _request_kinds(draw: Any, walks: list[str], needs: dict[str, list[str]],
         w = walks[0]
         kinds["k2"] = kind([w, w])
     return kinds
+
+
+def _draw_stops(draw: Any, b: _Build, walks: dict[str, Any], requests: dict[str, Any]) -> None:
+    """Each request kind's iteration count for every dynamic loop of its walks: fixed, or (feature
+    ``drawn_stops``) drawn per request from a range (a decode's length varies by prompt)."""
+    if not b.dynamic:
+        return
+    loops_of = {w: [lp for lp in _loops_in(root) if lp["name"] in b.dynamic] for w, root in walks.items()}
+    for kind in requests.values():
+        stops: dict[str, Any] = {}
+        for w in dict.fromkeys(kind["walks"]):
+            for lp in loops_of[w]:
+                hi = draw(st.integers(1, lp["max_iters"]))
+                if b.on("drawn_stops") and hi > 1 and draw(st.booleans()):
+                    stops[lp["name"]] = {"uniform": [draw(st.integers(1, hi - 1)), hi]}
+                else:
+                    stops[lp["name"]] = hi
+        if stops:
+            kind["stops"] = stops
+
+
+def _loops_in(section: dict[str, Any]) -> list[dict[str, Any]]:
+    if "loop" in section:
+        return [section["loop"], *_loops_in(section["loop"]["body"])]
+    if "node" in section:
+        return []
+    return [lp for part in section.get("sequential", section.get("parallel", []))
+            for lp in _loops_in(part)]
+
+
+def _occurrences(section: dict[str, Any], name: str,
+                 loops: tuple[dict[str, Any], ...] = ()) -> list[tuple[dict, tuple[dict, ...]]]:
+    """(node mapping, enclosing loop mappings) for each occurrence of node `name` in `section`."""
+    if "node" in section:
+        return [(section, loops)] if section["node"] == name else []
+    if "loop" in section:
+        return _occurrences(section["loop"]["body"], name, (*loops, section["loop"]))
+    return [o for part in section.get("sequential", section.get("parallel", []))
+            for o in _occurrences(part, name, loops)]
+
+
+#: Chunk policies of a stream (mstar ``mstar/streaming/chunk_policy.py``); `fixed_continue` is
+#: ``fixed`` with ``continue_after_done`` (Qwen3-Omni's Thinker-to-Talker stream).
+POLICIES = ("sliding_window", "left_context", "fixed", "fixed_continue")
+MAIN, SINK = "main", "sink"
+
+
+def _policy(draw: Any, kind: str) -> tuple[dict[str, Any], int]:
+    """(the policy mapping, how many items one chunk advances at most)."""
+    if kind == "sliding_window":
+        window = draw(st.integers(1, 5))
+        stride = draw(st.integers(1, window))
+        return {"sliding_window": {"window": window, "stride": stride}}, window
+    if kind == "left_context":
+        chunk = draw(st.integers(1, 3))
+        return {"left_context": {"chunk": chunk, "context": draw(st.integers(0, chunk))}}, chunk
+    chunk = draw(st.integers(1, 3))
+    body: dict[str, Any] = {"chunk": chunk}
+    if kind == "fixed_continue":
+        body["continue_after_done"] = True
+    return {"fixed": body}, chunk
+
+
+def _items(walks: dict[str, Any], producer: str, kind: dict[str, Any]) -> int:
+    """The most items `producer` streams in one request of `kind` (dynamic loops at their bound)."""
+    stops = kind.get("stops", {})
+    total = 0
+    for w in kind["walks"]:
+        for node, loops in _occurrences(walks[w], producer):
+            if not any(e.get("stream") for e in node["outputs"]):
+                continue
+            n = 1
+            for lp in loops:
+                bound = stops.get(lp["name"], lp["max_iters"])
+                n *= bound["uniform"][1] if isinstance(bound, dict) else bound
+            total += n
+    return total
+
+
+STREAM = "st"
+
+
+def _stream_producer(draw: Any, b: _Build, walks: dict[str, Any]) -> tuple[str, str]:
+    """Pick the node that streams (mostly one in a loop: a decode step streams a token per
+    iteration) and add the streaming edge to each of its occurrences; a dynamic loop around it
+    runs longer, as a decode does, so that streams span several chunks."""
+    looped = [n for n in b.earlier if any(loops for w in walks.values()
+                                          for _, loops in _occurrences(w, n))]
+    pool = looped if looped and draw(st.integers(0, 3)) else b.earlier
+    producer = draw(st.sampled_from(pool))
+    consumer = _node_name(b.fresh)
+    b.fresh += 1
+    for w in walks.values():
+        for node, loops in _occurrences(w, producer):
+            node["outputs"].append({"name": STREAM, "to": consumer, "stream": True})
+            for lp in loops:
+                if "stop" in lp and lp["max_iters"] < 12:
+                    lp["max_iters"] = draw(st.integers(lp["max_iters"], 12))
+    return producer, consumer
+
+
+def _add_stream(draw: Any, b: _Build, graph: dict[str, Any], producer: str, consumer: str) -> None:
+    """A second partition fed by a stream (Orpheus's LLM to SNAC, Qwen3-Omni's Thinker to Talker).
+
+    One node of the main walks (in a loop: one item per iteration; outside: one per pass) streams
+    to the consumer node of the ``sink`` partition. With a policy that ends, the consumer walk
+    repeats until the final chunk (a partial flush when the items do not divide); a stream that
+    continues after its producer is done never ends, so the consumer runs a counted number of
+    passes, or a dynamic loop, covering at least every item. A request kind may skip the sink
+    (a text-only request has no Talker).
+    """
+    walks, requests = graph["walks"], graph["requests"]
+    edge = STREAM
+    kind = draw(st.sampled_from(POLICIES))
+    policy, per_chunk = _policy(draw, kind)
+    main_walks = list(walks)
+    cons: dict[str, Any] = {"node": consumer, "inputs": [edge],
+                            "outputs": [{"name": "y_" + consumer, "to": "client"}]}
+    loop_consumer = kind == "fixed_continue" and b.on("dynamic_loops") and draw(st.booleans())
+    if loop_consumer:
+        # Qwen3-Omni's talker_decode: one chunk per step of a dynamic loop, state sent to itself.
+        cons["inputs"].append("h")
+        cons["outputs"].append({"name": "h", "to": consumer})
+        cons["async"] = False
+        walks["c"] = {"loop": {"name": "Lc", "max_iters": 1, "stop": {"by": [consumer]}, "body": cons}}
+    else:
+        if kind == "fixed_continue":
+            # Qwen3-Omni's talker_prefill: a stream that never ends offers empty chunks for ever,
+            # so each pass is also gated by a signal-only trigger the conductor sends per walk.
+            cons["inputs"].append("trig")
+        walks["c"] = cons
+    graph["partitions"] = {MAIN: main_walks, SINK: ["c"]}
+    graph["streams"] = [{"from": MAIN, "to": SINK, "edge": edge, "policy": policy}]
+    out: dict[str, Any] = {}
+    for name, k in requests.items():
+        new = {"partitions": {MAIN: k["walks"]}, "inputs": k["inputs"]}
+        if "stops" in k:
+            new["stops"] = dict(k["stops"])
+        if kind != "fixed_continue":
+            new["partitions"][SINK] = [{"walk": "c", "until": "final_chunk"}]
+        else:
+            # Enough chunks for every item (more are empty chunks, as the Talker's are).
+            n = -(-_items(walks, producer, k) // per_chunk) + draw(st.integers(0, 1))
+            n = max(n, 1)
+            if loop_consumer:
+                walks["c"]["loop"]["max_iters"] = max(walks["c"]["loop"]["max_iters"], n)
+                new["stops"] = {**new.get("stops", {}), "Lc": n}
+                new["partitions"][SINK] = ["c"]
+            else:
+                new["partitions"][SINK] = [{"walk": "c", "times": n}] if n > 1 else ["c"]
+                new["inputs"] = [*new["inputs"], "trig"]
+        out[name] = new
+    if b.on("stream_skip"):
+        # A request kind that runs the main partition alone: the stream is an empty edge.
+        k0 = requests["k0"]
+        skip = {"partitions": {MAIN: k0["walks"]}, "inputs": k0["inputs"]}
+        if "stops" in k0:
+            skip["stops"] = dict(k0["stops"])
+        out["ks"] = skip
+    graph["requests"] = out
+
+
+def _add_kv(draw: Any, walks: dict[str, Any], costs: dict[str, Any]) -> None:
+    """KV-cache nodes (mstar's ``kv_label``): a node the walks share (an LLM that prefills and
+    then decodes) keeps its request's KV pages on the rank that ran it; a prefill adds many
+    tokens. Placement may run a later walk's copy elsewhere (PD disaggregation): a KV pull."""
+    seen: dict[str, list[str]] = {}
+    for w, ns in walk_nodes({"walks": walks}).items():
+        for n in ns:
+            seen.setdefault(n, []).append(w)
+    if "c" in walks and len(seen) > 1:
+        seen = {n: ws for n, ws in seen.items() if ws != ["c"]}
+    names = sorted(seen, key=lambda n: (-len(seen[n]), n))
+    for n in names[:draw(st.integers(1, min(2, len(names))))]:
+        facts = costs.setdefault(n, {})
+        facts["kv_label"] = "kv_" + n
+        if draw(st.booleans()):
+            facts["per_walk"] = {seen[n][0]: {"tokens": draw(st.sampled_from((4, 16, 64)))}}
 
 
 def walk_nodes(graph: dict[str, Any]) -> dict[str, list[str]]:
@@ -341,9 +594,31 @@ def walk_nodes(graph: dict[str, Any]) -> dict[str, list[str]]:
 # placements, workloads
 
 
-def _ranks(draw: Any, max_ranks: int, replicas: bool) -> list[int]:
-    n = draw(st.integers(1, min(3, max_ranks))) if replicas else 1
-    return draw(st.lists(st.integers(0, max_ranks - 1), min_size=n, max_size=n, unique=True))
+def _ranks(draw: Any, max_ranks: int, replicas: bool, instance: int = 1) -> list[int]:
+    """Ranks of one group: 1-3 replicas of an instance of `instance` ranks. A TP instance is an
+    aligned block of ranks, as mstar configs write them, so two instances are the same ranks or
+    share none (a rank that followed two leaders would get two REMOVEs)."""
+    blocks = max_ranks // instance
+    n = draw(st.integers(1, max(1, min(3, blocks)))) if replicas else 1
+    if instance == 1:
+        return draw(st.lists(st.integers(0, max_ranks - 1), min_size=n, max_size=n, unique=True))
+    picked = draw(st.lists(st.integers(0, blocks - 1), min_size=n, max_size=n, unique=True))
+    return [b * instance + j for b in picked for j in range(instance)]
+
+
+def _group(draw: Any, members: list[str], top: int, feats: frozenset[str],
+           shape: tuple[int, int]) -> dict[str, Any]:
+    """One node group; (features ``tp``, ``sp``) its ranks may form lockstep instances of the
+    scenario's TP x SP `shape`, several of them when ``replicas`` is on (replicas of a TP
+    instance)."""
+    tp, sp = shape if shape != (1, 1) and draw(st.integers(0, 3)) else (1, 1)
+    group: dict[str, Any] = {"node_names": members,
+                             "ranks": _ranks(draw, top, "replicas" in feats, tp * sp)}
+    if tp > 1:
+        group["tp_size"] = tp
+    if sp > 1:
+        group["sp_size"] = sp
+    return group
 
 
 @st.composite
@@ -355,29 +630,40 @@ def placements(draw: Any, graph: dict[str, Any], features: frozenset[str] | None
     names: list[str] = []
     for ns in per_walk.values():
         names.extend(n for n in ns if n not in names)
-    multi = "multi_rank" in feats
+    # TP instances need ranks of their own: ``tp`` implies several ranks.
+    multi = "multi_rank" in feats or "tp" in feats
     top = max_ranks if multi else 1
     n_groups = draw(st.integers(1, min(len(names), 4))) if "sibling_groups" in feats or multi else 1
     group_of = [draw(st.integers(0, n_groups - 1)) for _ in names]
     groups: list[dict[str, Any]] = []
+    shape = (1, 1)
+    if "tp" in feats and top >= 2:
+        shape = (2, 2) if "sp" in feats and top >= 4 and draw(st.booleans()) else (2, 1)
     for g in range(n_groups):
         members = [n for n, gg in zip(names, group_of, strict=True) if gg == g]
         if members:
-            groups.append({"node_names": members,
-                           "ranks": _ranks(draw, top, "replicas" in feats)})
+            groups.append(_group(draw, members, top, feats, shape))
     if "walk_scoped" in feats and len(per_walk) > 1:
         for _ in range(draw(st.integers(0, 2))):
             walk = draw(st.sampled_from(sorted(per_walk)))
             members = draw(st.lists(st.sampled_from(per_walk[walk]), min_size=1, unique=True))
-            groups.append({"node_names": members, "ranks": _ranks(draw, top, "replicas" in feats),
-                           "graph_walks": [walk]})
+            groups.append({**_group(draw, members, top, feats, shape), "graph_walks": [walk]})
+    kv = sorted(n for n, facts in graph.get("nodes", {}).items() if "kv_label" in facts)
+    if "kv" in feats and multi and kv:
+        # PD disaggregation: a later walk of a KV-cache node runs it on its own ranks, so the
+        # request's KV pages are pulled there from where the earlier walk left them.
+        for n in kv:
+            later = [w for w, ns in per_walk.items() if n in ns][1:]
+            if later and draw(st.booleans()):
+                walk = draw(st.sampled_from(later))
+                groups.append({"node_names": [n], "ranks": _ranks(draw, top, "replicas" in feats),
+                               "graph_walks": [walk]})
     # Ranks must be 0..N-1: renumber the ranks used, keeping their order.
     used = sorted({r for g in groups for r in g["ranks"]})
     dense = {r: i for i, r in enumerate(used)}
     for g in groups:
         g["ranks"] = [dense[r] for r in g["ranks"]]
     out: dict[str, Any] = {"node_groups": groups}
-    # TODO(issue 3): TP instances (tp_size > 1 splits a group's ranks into lockstep instances).
     if "concurrency" in feats and draw(st.booleans()):
         out["max_concurrent_requests"] = draw(st.integers(1, 3))
     return out
@@ -437,8 +723,7 @@ def fault_lists(draw: Any, num_ranks: int, tolerated_only: bool = False) -> list
             else:
                 fault["at_ms"] = draw(st.sampled_from((0.0, 1.0, 5.0, 20.0)))
         else:
-            # TODO(issue 3): stop_loops messages once dynamic loops exist.
-            fault = {"kind": kind, "message": draw(st.sampled_from(FAULT_MESSAGES))}
+            fault = {"kind": kind, "message": draw(st.sampled_from(MESSAGES))}
             src, dst = draw(_endpoint(num_ranks)), draw(_endpoint(num_ranks))
             if src is not None:
                 fault["from"] = src
@@ -449,6 +734,21 @@ def fault_lists(draw: Any, num_ranks: int, tolerated_only: bool = False) -> list
                 fault["delay_ms"] = draw(st.sampled_from((0.1, 1.0, 10.0, 100.0)))
         out.append(fault)
     return out
+
+
+@st.composite
+def stop_loops_faults(draw: Any, num_ranks: int, tolerated_only: bool = False) -> dict[str, Any]:
+    """A fault on a STOP_LOOPS message (a peer's ``check_stop`` telling the other copies of a
+    dynamic loop that it ended): delayed, or (untolerated) duplicated or dropped."""
+    kind = "delay" if tolerated_only else draw(st.sampled_from(("delay", "duplicate", "drop")))
+    fault: dict[str, Any] = {"kind": kind, "message": "stop_loops"}
+    dst = draw(st.one_of(st.none(), st.integers(0, num_ranks - 1)))
+    if dst is not None:
+        fault["to"] = dst
+    fault["nth"] = draw(st.integers(1, 3))
+    if kind == "delay":
+        fault["delay_ms"] = draw(st.sampled_from((0.1, 1.0, 10.0, 100.0)))
+    return fault
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,9 +783,11 @@ def scenarios(draw: Any, features: frozenset[str] | None = None, tolerated_only:
         sched = draw(schedules())
         if sched:
             raw["schedule"] = sched
-    if "faults" in feats:
-        num_ranks = 1 + max(r for g in placement["node_groups"] for r in g["ranks"])
-        faults = draw(fault_lists(num_ranks, tolerated_only))
-        if faults:
-            raw["faults"] = faults
+    num_ranks = 1 + max(r for g in placement["node_groups"] for r in g["ranks"])
+    faults = draw(fault_lists(num_ranks, tolerated_only)) if "faults" in feats else []
+    if "stop_loops" in feats and any("stop" in lp for w in graph["walks"].values()
+                                     for lp in _loops_in(w)):
+        faults.append(draw(stop_loops_faults(num_ranks, tolerated_only)))
+    if faults:
+        raw["faults"] = faults
     return raw

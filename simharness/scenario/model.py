@@ -223,9 +223,10 @@ TOLERATED_FAULTS = ("delay", "slow_rank")
 #: counts as a runtime bug only where the reference runtime does not fail the same way.
 UNTOLERATED_FAULTS = ("duplicate", "drop", "crash")
 FAULT_KINDS = TOLERATED_FAULTS + UNTOLERATED_FAULTS
-#: Messages a delay, duplicate or drop fault can target (``stop_loops`` joins with dynamic loops).
+#: Messages a delay, duplicate or drop fault can target (``stop_loops``: a peer's STOP_LOOPS to
+#: the other copies of a dynamic loop).
 FAULT_MESSAGES = ("new_request", "input_signals", "remove_request", "worker_graphs_done",
-                  "result_tensors")
+                  "result_tensors", "stop_loops")
 
 
 @dataclass(frozen=True, slots=True)

