@@ -6,7 +6,9 @@ model divide its walks by the config (``Model.get_worker_graphs``: this is where
 one, decides whether its CFG-parallel walk exists), and converts what the model's graph-shaped
 methods return (``get_graph_walk_graphs``, ``get_partitions``, ``get_partition_topology``) into
 a scenario's plain data (`convert`). What the graphs cannot say (which loops end at EOS, which
-request kinds users send) comes from `models.MODEL_DEFAULTS`, and the result says so.
+request shapes users send: input and output modalities) comes from `models.MODEL_DEFAULTS`,
+and the result says so; the walks each request shape takes are derived from the model's
+conductor code (`derive`).
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ class Imported:
                 "placement is the config's node_groups."]
         head += [f"# note: {n}" for n in self.notes]
         text = yaml.safe_dump(self.raw, sort_keys=False, default_flow_style=None, width=100)
-        marker = ("  # DEFAULT, EDIT ME: request kinds (and dynamic-loop lengths) are decided by the "
-                  "model's conductor code at run time; these are simharness's defaults for this model.\n")
+        marker = ("  # DEFAULT, EDIT ME: which request kinds users send and how long EOS loops run are "
+                  "simharness's defaults for this model; each kind's walks are what the model's "
+                  "conductor code picks for its modalities.\n")
         text = text.replace("\n  requests:\n", "\n" + marker + "  requests:\n", 1)
         return "\n".join(head) + "\n" + text
 
@@ -147,13 +150,11 @@ def import_graph(model_name: str, config_path: Path | None = None,
     if topology.connections:
         graph["streams"] = [connection(c) for c in topology.connections]
     graph["walks"] = raw_walks
-    kinds, from_defaults = _request_kinds(model_name, model, defaults, part_walks, partitions)
-    if from_defaults:
-        defaulted.append("request kinds")
-    else:
-        defaulted.append("request kinds (generic)")
-        notes.append("request kinds: generic (no defaults for this model yet: one kind per walk, "
-                     "or each partition's initial walk): edit them")
+    with contextlib.redirect_stdout(sys.stderr):
+        kinds, kind_notes = _request_kinds(model, defaults, walks, part_walks, partitions)
+    notes.extend(kind_notes)
+    generic = any(n.startswith("request kinds: generic") for n in kind_notes)
+    defaulted.append("request kinds (generic)" if generic else "request shapes")
     graph["requests"] = {}
     for kind, spec in kinds.items():
         graph["requests"][kind] = _kind(spec, walks, topology, part_walks, used_dynamic, dynamic)
@@ -210,18 +211,31 @@ def _mark_dynamic(raw_walks: dict[str, Any], dynamic: dict[str, Any]) -> dict[st
     return found
 
 
-def _request_kinds(model_name: str, model: Any, defaults: Any, part_walks: dict[str, list[str]],
-                   partitions: list[Any]) -> tuple[dict[str, Any], bool]:
-    if defaults and defaults.requests:
-        image_gen = getattr(model, "_image_gen_walk", None)
-        out = {}
-        for kind, spec in defaults.requests.items():
-            out[kind] = _substitute(spec, {"{image_gen}": image_gen})
-        return out, True
-    # No defaults: a kind per walk (single partition), or per partition its initial walk and
-    # every consumer partition repeating its walk until its stream's final chunk.
+def _request_kinds(model: Any, defaults: Any, walks: dict[str, Any], part_walks: dict[str, list[str]],
+                   partitions: list[Any]) -> tuple[dict[str, Any], list[str]]:
+    """Request kinds: per default request shape, the walks the model's conductor code picks
+    (`derive`); without shapes (or none derivable), a generic kind per walk. Returns the kinds
+    and notes on what could not be derived."""
+    from simharness.mstar_import.derive import DeriveError, derive_steps
+
+    notes: list[str] = []
+    out: dict[str, Any] = {}
+    persisted_by = {w: _persisted(root) for w, root in walks.items()}
+    for kind, shape in (defaults.requests if defaults else {}).items():
+        try:
+            steps = derive_steps(model, shape.inputs, shape.outputs, persisted_by)
+        except DeriveError as exc:
+            notes.append(f"request kind {kind!r} ({'+'.join(shape.inputs)} -> "
+                         f"{'+'.join(shape.outputs)}): the model's conductor code gave no walk "
+                         f"sequence ({exc}); left out")
+            continue
+        out[kind] = steps[DEFAULT_PARTITION] if list(part_walks) == [DEFAULT_PARTITION] else steps
+    if out:
+        return out, notes
+    notes.append("request kinds: generic (no request shapes for this model: one kind per walk, "
+                 "or each partition's initial walk): edit them")
     if len(part_walks) == 1:
-        return {w: [w] for w in next(iter(part_walks.values()))}, False
+        return {w: [w] for w in next(iter(part_walks.values()))}, notes
     kind: dict[str, Any] = {}
     for part in partitions:
         ws = part_walks[part.name]
@@ -229,17 +243,7 @@ def _request_kinds(model_name: str, model: Any, defaults: Any, part_walks: dict[
             kind[part.name] = [{"walk": ws[0], "until": "final_chunk"}]
         elif part.initial_walk:
             kind[part.name] = [part.initial_walk]
-    return {"request": kind}, False
-
-
-def _substitute(spec: Any, values: dict[str, Any]) -> Any:
-    if isinstance(spec, str):
-        return values.get(spec, spec)
-    if isinstance(spec, list):
-        return [_substitute(s, values) for s in spec]
-    if isinstance(spec, dict):
-        return {k: _substitute(v, values) for k, v in spec.items()}
-    return spec
+    return {"request": kind}, notes
 
 
 def _steps_walks(steps: list[Any]) -> list[str]:

@@ -52,35 +52,50 @@ class DynamicLoop:
 
 
 @dataclass(frozen=True)
+class Shape:
+    """A request shape: the modalities a user sends and asks for (mstar's request fields). The
+    walks such a request takes are derived from the model's conductor code (`derive`)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ModelDefaults:
     #: loop name -> how it ends early
     dynamic_loops: dict[str, DynamicLoop] = field(default_factory=dict)
-    #: request kind -> {partition: [walk or {walk, until/times}]} or [walks] (one partition)
-    requests: dict[str, Any] = field(default_factory=dict)
+    #: request kind -> its shape
+    requests: dict[str, Shape] = field(default_factory=dict)
     note: str = ""
 
 
 _DECODE = DynamicLoop(("LLM",))
+_T, _I, _A, _V = "text", "image", "audio", "video"
 MODEL_DEFAULTS: dict[str, ModelDefaults] = {
     "bagel": ModelDefaults(
         {"decode_loop": _DECODE},
-        {"t2i": ["prefill_text", "{image_gen}"], "chat": ["prefill_text", "decode"]},
+        {"t2i": Shape((_T,), (_I,)), "chat": Shape((_T,), (_T,)), "vqa": Shape((_T, _I), (_T,))},
         "image_gen is image_gen_cfg where the config places LLM_cfg_text (BagelModel."
         "get_worker_graphs)"),
-    "orpheus": ModelDefaults(
-        {"decode_loop": _DECODE},
-        {"tts": {"LLM": ["prefill", "decode"], "SNAC": [{"walk": "snac_chunk", "until": "final_chunk"}]}}),
-    "higgs_audio": ModelDefaults(
-        {"decode_loop": _DECODE},
-        {"stt": ["prefill_audio", "decode"], "chat": ["prefill_text", "decode"]}),
-    "whisper_large": ModelDefaults(
-        {"decode_loop": DynamicLoop(("decoder",))},
-        {"asr": ["prefill", "decode"]}),
-    "pi05": ModelDefaults({}, {"act": ["prefill", "action_gen"]}),
-    "wan22": ModelDefaults({}, {"t2v": ["encode_text", "video_gen"],
-                                "i2v": ["encode_text", "encode_image", "video_gen_i2v"]}),
-    "vjepa2": ModelDefaults({}, {"embed": ["prefill_video"]}),
-    "vjepa2_ac": ModelDefaults({}, {"embed": ["prefill_video"]}),
+    "orpheus": ModelDefaults({"decode_loop": _DECODE}, {"tts": Shape((_T,), (_A,))}),
+    "higgs_audio": ModelDefaults({"decode_loop": _DECODE},
+                                 {"stt": Shape((_A,), (_T,)), "chat": Shape((_T,), (_T,))}),
+    "whisper_large": ModelDefaults({"decode_loop": DynamicLoop(("decoder",))},
+                                   {"asr": Shape((_A,), (_T,))}),
+    "pi05": ModelDefaults({}, {"act": Shape((_T, _I), ("action",))}),
+    "wan22": ModelDefaults({}, {"t2v": Shape((_T,), (_V,)), "i2v": Shape((_T, _I), (_V,))}),
+    "vjepa2": ModelDefaults({"rollout_loop": DynamicLoop(("rollout_predictor",))},
+                            {"embed": Shape((_V,), ("embedding",))}),
+    "vjepa2_ac": ModelDefaults({"rollout_loop": DynamicLoop(("rollout_predictor",))},
+                               {"embed": Shape((_V,), ("embedding",))}),
+    "cosmos3": ModelDefaults({}, {"t2i": Shape((_T,), (_I,)), "t2v": Shape((_T,), (_V,))}),
+    "cosmos3_droid": ModelDefaults({}, {"t2v": Shape((_T,), (_V,))}),
+    "cosmos3_super": ModelDefaults({}, {"t2i": Shape((_T,), (_I,)), "t2v": Shape((_T,), (_V,))}),
+    "qwen3_omni": ModelDefaults(
+        {"thinker_decode_loop": DynamicLoop(("Thinker",)), "talker_decode_loop": DynamicLoop(("Talker",))},
+        {"chat": Shape((_T,), (_T,)), "speech": Shape((_T,), (_T, _A))}),
+    "qwen3_tts": ModelDefaults({"talker_decode_loop": DynamicLoop(("Talker",))},
+                               {"tts": Shape((_T,), (_A,))}),
 }
 
 

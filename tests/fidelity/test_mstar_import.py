@@ -220,3 +220,19 @@ def test_a_bad_model_reference_names_the_key(tmp_path, graph, placement, path, m
     with pytest.raises(ScenarioError) as err, contextlib.redirect_stderr(io.StringIO()):
         load_scenario(_reference(tmp_path, {**graph, "requests": _T2I}, placement))
     assert err.value.path == path and message in err.value.message
+
+
+def test_request_kinds_are_the_walks_the_model_s_conductor_code_picks():
+    """Each default request shape (modalities in and out) takes the walks the model's own
+    get_initial_forward_pass_args / get_partition_forward_pass_args pick, config included."""
+    kinds = imported("bagel_cfg_parallel").raw["graph"]["requests"]
+    assert kinds["t2i"]["walks"] == ["prefill_text", "image_gen_cfg"]
+    assert kinds["vqa"]["walks"] == ["prefill_text", "prefill_vit", "decode"]
+    assert imported("bagel").raw["graph"]["requests"]["t2i"]["walks"] == ["prefill_text", "image_gen"]
+    speech = imported("qwen3omni_2gpu").raw["graph"]["requests"]["speech"]["partitions"]
+    assert speech == {"Thinker": ["prefill_text", "thinker_decode"],
+                      "Talker": ["talker_prefill", "talker_last_prefill", "talker_decode"],
+                      "Code2Wav": [{"walk": "code2wav_chunk", "until": "final_chunk"}]}
+    # A text-only chat never starts the Talker partition.
+    chat = imported("qwen3omni_2gpu").raw["graph"]["requests"]["chat"]["partitions"]
+    assert list(chat) == ["Thinker"]
