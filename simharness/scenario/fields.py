@@ -3,17 +3,24 @@
 These are the small vocabulary the loader is written in: `mapping` checks a dict and its keys,
 `integer` / `number` / `string` / `boolean` / `name_list` check one value, `size` reads a byte size
 such as ``512KiB``. A reader never guesses: a string is not a number, a bool is not an integer.
+Every number is finite and inside a range: NaN, infinity and absurd magnitudes are refused here,
+with the unit in the message, rather than surfacing later as a "runtime bug".
+`default` reads a default from the model's own dataclasses, so no default is written twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from simharness.errors import ScenarioError
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
+#: No byte size in a scenario is larger (a payload, a KV cache per token): 1 TiB.
+MAX_SIZE = 1024**4
 _SIZE_UNITS = {
     "b": 1,
     "kb": 1000,
@@ -32,10 +39,12 @@ def describe(value: Any) -> str:
         return "nothing (null)"
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        return f"the number {_short(value)}"
+    if isinstance(value, float):
         return f"the number {value}"
     if isinstance(value, str):
-        return f"the string {value!r}"
+        return f"the string {value!r}" if len(value) <= 80 else f"a string of {len(value)} characters"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):
@@ -76,22 +85,64 @@ def sequence(value: Any, path: str, *, non_empty: bool = False) -> list[Any]:
     return value
 
 
-def integer(value: Any, path: str, *, minimum: int | None = None) -> int:
+def integer(value: Any, path: str, *, minimum: int | None = None, maximum: int | None = None,
+            unit: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ScenarioError(path, f"expected an integer, got {describe(value)}")
     if minimum is not None and value < minimum:
-        raise ScenarioError(path, f"expected an integer >= {minimum}, got {value}")
+        raise ScenarioError(path, f"expected an integer >= {minimum}{_unit(unit)}, got {_short(value)}")
+    if maximum is not None and value > maximum:
+        raise ScenarioError(path, f"expected an integer <= {maximum}{_unit(unit)}, got {_short(value)}")
     return value
 
 
-def number(value: Any, path: str, *, minimum: float | None = None, positive: bool = False) -> float:
+def number(value: Any, path: str, *, minimum: float | None = None, positive: bool = False,
+           maximum: float | None = None, below: float | None = None, unit: str = "") -> float:
+    """A finite int or float; `positive` means > 0, `below` an exclusive upper bound."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ScenarioError(path, f"expected a number, got {describe(value)}")
-    if positive and value <= 0:
-        raise ScenarioError(path, f"expected a number > 0, got {value}")
-    if minimum is not None and value < minimum:
-        raise ScenarioError(path, f"expected a number >= {minimum}, got {value}")
-    return float(value)
+        raise ScenarioError(path, f"expected a number{_unit(unit)}, got {describe(value)}")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ScenarioError(path, f"expected a finite number{_unit(unit)}, got an integer of "
+                                  f"about {_digits(value)} digits") from None
+    if not math.isfinite(x):
+        raise ScenarioError(path, f"expected a finite number{_unit(unit)}, got {value}")
+    if positive and x <= 0:
+        raise ScenarioError(path, f"expected a number > 0{_unit(unit)}, got {x:g}")
+    if minimum is not None and x < minimum:
+        raise ScenarioError(path, f"expected a number >= {minimum:g}{_unit(unit)}, got {x:g}")
+    if maximum is not None and x > maximum:
+        raise ScenarioError(path, f"expected a number <= {maximum:g}{_unit(unit)}, got {x:g}")
+    if below is not None and x >= below:
+        raise ScenarioError(path, f"expected a number below {below:g}{_unit(unit)}, got {x:g}")
+    return x
+
+
+def _unit(unit: str) -> str:
+    return f" ({unit})" if unit else ""
+
+
+def _short(value: int) -> str:
+    """An integer for a message: a 5,000-digit one is not printed in full."""
+    # str() of an int over 4,300 digits raises; the bit length gives the size without it.
+    return str(value) if abs(value) < 10**30 else f"an integer of about {_digits(value)} digits"
+
+
+def _digits(value: int) -> int:
+    return int(abs(value).bit_length() * 0.30103) + 1
+
+
+def default(cls: type, name: str) -> Any:
+    """The default of field `name` of dataclass `cls`: the model's default is the only one."""
+    for fld in dataclasses.fields(cls):
+        if fld.name == name:
+            if fld.default is not dataclasses.MISSING:
+                return fld.default
+            if fld.default_factory is not dataclasses.MISSING:
+                return fld.default_factory()
+            break
+    raise LookupError(f"{cls.__name__}.{name} has no default")
 
 
 def boolean(value: Any, path: str) -> bool:
@@ -126,17 +177,28 @@ def name_list(value: Any, path: str, what: str = "names", *, non_empty: bool = F
 
 
 def size(value: Any, path: str) -> int:
-    """Bytes: an integer, or a string like ``512KiB``, ``1.5 MiB``, ``4KB``, ``100B``."""
+    """Bytes: an integer, or a string like ``512KiB``, ``1.5 MiB``, ``4KB``, ``100B``; at most 1 TiB."""
     if isinstance(value, bool):
         raise ScenarioError(path, f"expected a size such as 512KiB, got {describe(value)}")
+    n: int | None = None
     if isinstance(value, int):
-        if value < 0:
-            raise ScenarioError(path, f"expected a size >= 0, got {value}")
-        return value
-    if isinstance(value, str):
+        n = value
+    elif isinstance(value, str):
         m = _SIZE_RE.match(value)
         if m:
             unit = (m.group(2) or "B").lower()
             if unit in _SIZE_UNITS:
-                return int(float(m.group(1)) * _SIZE_UNITS[unit])
-    raise ScenarioError(path, f"expected a size such as 512KiB or 4096, got {describe(value)}")
+                n = int(float(m.group(1)) * _SIZE_UNITS[unit])
+    if n is None:
+        shown = describe(value) if not isinstance(value, str) or len(value) < 60 else "a long string"
+        raise ScenarioError(path, f"expected a size such as 512KiB or 4096, got {shown}")
+    if n < 0:
+        raise ScenarioError(path, f"expected a size >= 0 bytes, got {n}")
+    if n > MAX_SIZE:
+        raise ScenarioError(path, f"expected a size of at most 1TiB, got {_short(n)} bytes")
+    return n
+
+
+def any_keys(value: Any) -> list[str]:
+    """The keys of `value` as the allowed keys of a mapping whose keys are free names."""
+    return list(value) if isinstance(value, dict) else []

@@ -266,9 +266,11 @@ class Fault:
     src: int | str | None = None
     dst: int | str | None = None
     nth: int = 1
-    delay_ms: float = 0.0
+    #: A delay of 0 or a factor of 1 would be a fault that does nothing: the defaults are the
+    #: smallest fault that does something (these were the loader's defaults all along).
+    delay_ms: float = 1.0
     rank: int | None = None
-    factor: float = 1.0
+    factor: float = 2.0
     at_ms: float = 0.0
     path: str = field(default="", compare=False)
 
@@ -305,11 +307,14 @@ class Scenario:
     faults: tuple[Fault, ...] = ()
     #: what the loader accepted as mstar does but the user should know (printed as notes)
     notes: tuple[str, ...] = field(default=(), compare=False)
+    #: walk -> its facts; computed once (by the loader, which needs them to check the sections
+    #: that name nodes and loops) and carried here. Built from the walks when not given.
+    walk_facts: Mapping[str, WalkFacts] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
-    @cached_property
-    def walk_facts(self) -> dict[str, WalkFacts]:
-        return {name: WalkFacts(name, root, self.stream_inputs(name))
-                for name, root in self.walks.items()}
+    def __post_init__(self) -> None:
+        if self.walk_facts is None:
+            object.__setattr__(self, "walk_facts",
+                               build_walk_facts(self.walks, self.partitions, self.connections))
 
     @cached_property
     def partition_of(self) -> dict[str, str]:
@@ -329,6 +334,17 @@ class Scenario:
     @property
     def total_requests(self) -> int:
         return sum(p.count for p in self.workload)
+
+
+def build_walk_facts(
+    walks: Mapping[str, Section], partitions: Mapping[str, tuple[str, ...]],
+    connections: tuple[Connection, ...],
+) -> dict[str, WalkFacts]:
+    """Each walk's facts, with the stream inputs its partition's incoming connections feed."""
+    part_of = {w: p for p, ws in partitions.items() for w in ws}
+    return {name: WalkFacts(name, root, frozenset(
+                c.edge for c in connections if c.dst == part_of.get(name, DEFAULT_PARTITION)))
+            for name, root in walks.items()}
 
 
 DEFAULT_NODE_FACTS = NodeFacts()

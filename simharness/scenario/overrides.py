@@ -15,9 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from simharness.errors import ScenarioError
+from simharness.scenario.reading import MAX_DEPTH, read_value
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -27,14 +26,25 @@ def parse_key_path(key: str) -> list[str | int]:
     pos = 0
     expect_dot = False
     while pos < len(key):
-        if expect_dot and key[pos] == ".":
-            pos += 1
+        if expect_dot:
+            # After a key or [N] comes a dot or [N]: `workload[0]count` is not `workload[0].count`.
+            if key[pos] == ".":
+                pos += 1
+            elif key[pos] != "[":
+                raise ScenarioError(key, f"not a key path: expected '.' or '[' before {key[pos:]!r}",
+                                    source="--set")
         m = _TOKEN.match(key, pos)
         if not m:
             raise ScenarioError(key, "not a key path (use keys separated by dots, [N] for list items)",
                                 source="--set")
+        if m.group(2) is not None and len(m.group(2)) > 9:
+            raise ScenarioError(key, f"list index [{m.group(2)[:12]}...] is too large",
+                                source="--set")
         tokens.append(m.group(1) if m.group(1) is not None else int(m.group(2)))
         pos = m.end()
+        if len(tokens) > MAX_DEPTH:
+            raise ScenarioError(key[:60] + "...", f"key path deeper than {MAX_DEPTH} levels",
+                                source="--set")
         expect_dot = True
     if not tokens:
         raise ScenarioError(key, "empty key path", source="--set")
@@ -54,11 +64,8 @@ def apply_overrides(
             raise ScenarioError(text, "expected KEY=VALUE", source="--set")
         key, value_text = text.split("=", 1)
         key = key.strip()
-        try:
-            value = yaml.safe_load(value_text) if value_text.strip() else ""
-        except yaml.YAMLError:
-            raise ScenarioError(key, f"cannot read value {value_text!r}", source="--set") from None
         tokens = parse_key_path(key)
+        value = read_value(value_text, key) if value_text.strip() else ""
         _assign(data, tokens, value, key)
         applied.append((key, text))
     return data, applied

@@ -1,0 +1,352 @@
+"""Section parsers outside ``graph:``: placement, runtime, workload, network, expect, limits, kv,
+schedule, faults and the corpus block.
+
+Part of the loader's second pass (see `simharness.scenario.graph_sections` for the graph). Every
+default is read from the model's dataclasses with `fields.default`; every number is finite and
+bounded, with its unit named when it is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from simharness.errors import ScenarioError
+from simharness.graph.analysis import WalkFacts
+from simharness.scenario import fields as f
+from simharness.scenario.model import (
+    FAULT_KINDS,
+    FAULT_MESSAGES,
+    Expect,
+    Fault,
+    KvConfig,
+    Limits,
+    Network,
+    NodeGroup,
+    Phase,
+    Placement,
+    RequestKind,
+    RuntimeChoice,
+    Schedule,
+)
+from simharness.scenario.reading import read_yaml
+
+#: Keys of a fuzz corpus case's ``corpus:`` block (metadata; it does not change the run).
+CORPUS_KEYS = ("signature", "check", "key", "runtime", "status", "seed", "example", "trace_digest",
+               "nodes", "ranks", "note")
+CORPUS_STATUSES = ("open", "fixed")
+TRANSPORTS = ("shm", "ipc", "tcp", "rdma")
+#: Most ranks a placement may use (mstar's worker_0..worker_N-1); a larger rank is a typo.
+MAX_RANKS = 4096
+#: Most requests in one phase, whatever --allow-large says (the cost check comes on top).
+MAX_REQUESTS_HARD = 10**9
+#: Longest time a scenario may name (a request timeout, a fault's moment): about 11 days.
+MAX_SECONDS = 1_000_000.0
+MAX_SEED = 2**64 - 1
+
+
+def parse_placement(
+    raw: Any, facts: dict[str, WalkFacts], base_dir: Path, notes: list[str]
+) -> tuple[Placement, dict[str, Any] | None]:
+    """The placement, and (for ``mstar_config``) what was read from the config file, so that
+    the scenario's fingerprint covers it."""
+    if isinstance(raw, dict) and "mstar_config" in raw:
+        return _mstar_config(raw, facts, base_dir, notes)
+    m = f.mapping(raw, "placement", ("node_groups", "max_concurrent_requests", "mstar_config"),
+                  required=("node_groups",))
+    return _node_groups(m, "placement", facts, None), None
+
+
+def _mstar_config(
+    raw: dict[str, Any], facts: dict[str, WalkFacts], base_dir: Path, notes: list[str]
+) -> tuple[Placement, dict[str, Any]]:
+    """``placement: {mstar_config: PATH}``: read an mstar config YAML as mstar writes it.
+
+    Its ``node_groups`` and ``max_concurrent_requests`` mean what they mean to mstar; its other
+    keys (``model``, ``max_seq_len``, ``resources``, ...) are mstar's business and are ignored.
+    Errors inside it name the config file and the key path within it.
+    """
+    f.mapping(raw, "placement", ("mstar_config",))
+    rel = f.string(raw["mstar_config"], "placement.mstar_config")
+    path = Path(rel) if Path(rel).is_absolute() else base_dir / rel
+    if not path.exists() and "/" not in rel:
+        path = _shipped_config(rel) or path
+    try:
+        cfg = read_yaml(path, what="mstar config file")  # the same limits as a scenario
+    except ScenarioError as err:
+        if err.path:
+            raise
+        # Missing, a directory, /dev/zero, not YAML: said under the key that names the file.
+        msg = err.message.removeprefix("mstar config file ")
+        sep = " " if msg.startswith(("not found", "is ")) else ": "
+        hint = (" (paths are relative to the scenario file; a bare name is a config shipped "
+                "with mstar-ai)") if msg == "not found" else ""
+        raise ScenarioError("placement.mstar_config",
+                            f"mstar config file {rel!r}{sep}{msg}{hint}") from None
+    try:
+        if "node_groups" not in cfg:
+            raise ScenarioError("node_groups", "missing required key (an mstar config lists its "
+                                               "node_groups)")
+        placement = _node_groups(cfg, "", facts, notes, source=rel)
+    except ScenarioError as err:
+        raise err.with_source(str(path)) from None
+    resolved = {"mstar_config": rel, "node_groups": cfg["node_groups"],
+                "max_concurrent_requests": cfg.get("max_concurrent_requests")}
+    return placement, resolved
+
+
+def _shipped_config(name: str) -> Path | None:
+    """A config shipped in mstar-ai's ``default_configs`` (found without importing mstar)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("mstar.default_configs")
+    except ImportError:
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / (
+        name if name.endswith(".yaml") else name + ".yaml")
+    return path if path.is_file() else None
+
+
+def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
+                 notes: list[str] | None, source: str = "") -> Placement:
+    """``node_groups`` and ``max_concurrent_requests`` of `m`, whose key path is `prefix`.
+
+    With `notes` (an mstar config file), a ``graph_walks`` entry naming a walk the scenario does
+    not model is ignored with a note, as mstar ignores a group for walks it does not list;
+    without (the scenario's own placement) it is an error, as a typo would be.
+    """
+    groups_path = f.join(prefix, "node_groups")
+    groups_raw = f.sequence(m["node_groups"], groups_path, non_empty=True)
+    groups: list[NodeGroup] = []
+    for i, g in enumerate(groups_raw):
+        path = f.join(groups_path, i)
+        gm = f.mapping(g, path, ("node_names", "ranks", "graph_walks", "tp_size", "sp_size"),
+                       required=("node_names", "ranks"))
+        names = f.name_list(gm["node_names"], f.join(path, "node_names"), "a node name", non_empty=True)
+        ranks_raw = f.sequence(gm["ranks"], f.join(path, "ranks"), non_empty=True)
+        ranks = tuple(f.integer(r, f.join(f.join(path, "ranks"), j), minimum=0,
+                                maximum=MAX_RANKS - 1, unit="rank numbers")
+                      for j, r in enumerate(ranks_raw))
+        if len(set(ranks)) != len(ranks):
+            raise ScenarioError(f.join(path, "ranks"), "a rank is listed twice")
+        walks = None
+        if "graph_walks" in gm:
+            walks = f.name_list(gm["graph_walks"], f.join(path, "graph_walks"), "a walk name")
+            unknown = [w for w in walks if w not in facts]
+            if unknown and notes is None:
+                j = walks.index(unknown[0])
+                raise ScenarioError(f.join(f.join(path, "graph_walks"), j),
+                                    f"unknown walk {unknown[0]!r} (walks: {', '.join(facts)})")
+            if unknown:
+                notes.append(f"{source}: {path}.graph_walks: walk(s) {', '.join(unknown)} are not "
+                             f"in this scenario; ignored")
+                walks = tuple(w for w in walks if w in facts)
+        tp = f.integer(gm.get("tp_size", f.default(NodeGroup, "tp_size")), f.join(path, "tp_size"),
+                       minimum=1, maximum=MAX_RANKS)
+        sp = f.integer(gm.get("sp_size", f.default(NodeGroup, "sp_size")), f.join(path, "sp_size"),
+                       minimum=1, maximum=MAX_RANKS)
+        if len(ranks) % (tp * sp):
+            raise ScenarioError(f.join(path, "ranks"),
+                                f"{len(ranks)} ranks do not split into instances of tp_size*sp_size "
+                                f"= {tp * sp}")
+        groups.append(NodeGroup(names, ranks, walks, tp, sp, path=path))
+    all_ranks = sorted({r for g in groups for r in g.ranks})
+    # The first gap, found without building range(max rank): a mistyped rank is cheap to refuse.
+    gap = next((i for i, r in enumerate(all_ranks) if r != i), None)
+    if gap is not None:
+        raise ScenarioError(groups_path,
+                            f"ranks must be 0..N-1 without gaps (mstar names workers worker_0.."
+                            f"worker_N-1); rank {gap} is used by no group")
+    for walk, wf in facts.items():
+        for node in wf.nodes.values():
+            if not any(node.name in g.node_names and (g.graph_walks is None or walk in g.graph_walks)
+                       for g in groups):
+                raise ScenarioError(groups_path,
+                                    f"node {node.name!r} of walk {walk!r} ({node.path}) is not "
+                                    f"placed: no node group lists it for that walk")
+    mcr = m.get("max_concurrent_requests")
+    return Placement(
+        tuple(groups),
+        None if mcr is None else f.integer(mcr, f.join(prefix, "max_concurrent_requests"), minimum=1,
+                                           maximum=MAX_REQUESTS_HARD, unit="requests"),
+    )
+
+
+def parse_runtime(raw: Any) -> RuntimeChoice:
+    if isinstance(raw, str):
+        return RuntimeChoice(f.name(raw, "runtime", "a runtime name"))
+    m = f.mapping(raw, "runtime", ("name", "options"), required=("name",))
+    options = f.mapping(m.get("options", {}), "runtime.options", f.any_keys(m.get("options")))
+    return RuntimeChoice(f.name(m["name"], "runtime.name", "a runtime name"), dict(options))
+
+
+def parse_workload(raw: Any, requests: dict[str, RequestKind]) -> tuple[Phase, ...]:
+    phases = []
+    for i, item in enumerate(f.sequence(raw, "workload", non_empty=True)):
+        path = f.join("workload", i)
+        m = f.mapping(item, path, ("request", "count", "concurrency"), required=("request", "count"))
+        rp = f.join(path, "request")
+        if isinstance(m["request"], list):
+            kinds = f.name_list(m["request"], rp, "a request kind", non_empty=True)
+            paths = [f.join(rp, j) for j in range(len(kinds))]
+        else:
+            kinds = (f.name(m["request"], rp, "a request kind"),)
+            paths = [rp]
+        for kind, kpath in zip(kinds, paths, strict=True):
+            if kind not in requests:
+                raise ScenarioError(kpath, f"unknown request kind {kind!r} (kinds: {', '.join(requests)})")
+        count = f.integer(m["count"], f.join(path, "count"), minimum=0, maximum=MAX_REQUESTS_HARD,
+                          unit="requests")
+        conc = f.integer(m.get("concurrency", 1), f.join(path, "concurrency"), minimum=1,
+                         maximum=MAX_REQUESTS_HARD, unit="requests in flight")
+        phases.append(Phase(kinds, count, conc))
+    return tuple(phases)
+
+
+def parse_network(raw: Any) -> Network:
+    m = f.mapping(raw, "network", ("transport", "latency_us", "bandwidth_gbps"))
+    transport = f.string(m.get("transport", f.default(Network, "transport")), "network.transport")
+    if transport not in TRANSPORTS:
+        raise ScenarioError("network.transport", f"expected one of {', '.join(TRANSPORTS)}, "
+                                                 f"got {f.describe(transport)}")
+    return Network(
+        transport,
+        f.number(m.get("latency_us", f.default(Network, "latency_us")), "network.latency_us",
+                 minimum=0, maximum=10_000_000, unit="microseconds"),
+        # Below 1 Mbit/s every transfer of a real tensor takes minutes: a typo, not a network.
+        f.number(m.get("bandwidth_gbps", f.default(Network, "bandwidth_gbps")),
+                 "network.bandwidth_gbps", minimum=0.001, maximum=1_000_000, unit="Gbit/s"),
+    )
+
+
+def parse_expect(raw: Any, facts: dict[str, WalkFacts], requests: dict[str, RequestKind]) -> Expect:
+    m = f.mapping(raw, "expect", ("forwards_per_request", "per_request_kind"))
+    fpr = _walk_counts(m.get("forwards_per_request", {}), "expect.forwards_per_request", facts)
+    per_kind: dict[str, dict[str, dict[str, int]]] = {}
+    pk = m.get("per_request_kind", {})
+    for kind, body in f.mapping(pk, "expect.per_request_kind", f.any_keys(pk)).items():
+        path = f.join("expect.per_request_kind", kind)
+        if kind not in requests:
+            raise ScenarioError(path, f"unknown request kind {kind!r} (kinds: {', '.join(requests)})")
+        per_kind[kind] = _walk_counts(body, path, facts)
+    return Expect(fpr, per_kind)
+
+
+def _walk_counts(raw: Any, base: str, facts: dict[str, WalkFacts]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for walk, counts in f.mapping(raw, base, f.any_keys(raw)).items():
+        path = f.join(base, walk)
+        if walk not in facts:
+            raise ScenarioError(path, f"unknown walk {walk!r} (walks: {', '.join(facts)})")
+        out[walk] = {}
+        for node, n in f.mapping(counts, path, f.any_keys(counts)).items():
+            if node not in facts[walk].nodes:
+                raise ScenarioError(f.join(path, node), f"walk {walk!r} has no node {node!r}")
+            out[walk][node] = f.integer(n, f.join(path, node), minimum=0, maximum=10**12,
+                                        unit="forwards")
+    return out
+
+
+def parse_kv(raw: Any) -> KvConfig:
+    m = f.mapping(raw, "kv", ("bytes_per_token",))
+    return KvConfig(f.size(m.get("bytes_per_token", f.default(KvConfig, "bytes_per_token")),
+                           "kv.bytes_per_token"))
+
+
+def parse_limits(raw: Any) -> Limits:
+    m = f.mapping(raw, "limits", ("request_timeout_s",))
+    return Limits(f.number(m.get("request_timeout_s", f.default(Limits, "request_timeout_s")),
+                           "limits.request_timeout_s", positive=True, maximum=MAX_SECONDS,
+                           unit="seconds"))
+
+
+def parse_schedule(raw: Any) -> Schedule:
+    m = f.mapping(raw, "schedule", ("service_jitter", "link_jitter_us", "shuffle_ties"))
+    jitter = f.number(m.get("service_jitter", f.default(Schedule, "service_jitter")),
+                      "schedule.service_jitter", minimum=0, unit="a fraction of the service time")
+    if jitter >= 1:
+        raise ScenarioError("schedule.service_jitter", f"expected a fraction below 1 (service "
+                                                       f"times stay positive), got {jitter:g}")
+    return Schedule(
+        service_jitter=jitter,
+        link_jitter_us=f.number(m.get("link_jitter_us", f.default(Schedule, "link_jitter_us")),
+                                "schedule.link_jitter_us", minimum=0, maximum=10_000_000,
+                                unit="microseconds"),
+        shuffle_ties=f.boolean(m.get("shuffle_ties", f.default(Schedule, "shuffle_ties")),
+                               "schedule.shuffle_ties"),
+    )
+
+
+def _endpoint(value: Any, path: str, num_ranks: int) -> int | str:
+    if value in ("conductor", "client"):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < num_ranks:
+        return value
+    raise ScenarioError(path, f"expected a rank 0..{num_ranks - 1}, conductor or client, "
+                              f"got {f.describe(value)}")
+
+
+_FAULT_KEYS = {
+    "delay": ("kind", "message", "from", "to", "nth", "delay_ms"),
+    "duplicate": ("kind", "message", "from", "to", "nth"),
+    "drop": ("kind", "message", "from", "to", "nth"),
+    "slow_rank": ("kind", "rank", "factor"),
+    "crash": ("kind", "rank", "at_ms"),
+}
+
+
+def parse_faults(raw: Any, num_ranks: int) -> tuple[Fault, ...]:
+    out = []
+    for i, item in enumerate(f.sequence(raw, "faults")):
+        path = f.join("faults", i)
+        if not isinstance(item, dict):
+            raise ScenarioError(path, f"expected a mapping with a kind, got {f.describe(item)}")
+        kind = item.get("kind")
+        if kind not in FAULT_KINDS:
+            raise ScenarioError(f.join(path, "kind"), f"expected one of {', '.join(FAULT_KINDS)}, "
+                                                      f"got {f.describe(kind)}")
+        m = f.mapping(item, path, _FAULT_KEYS[kind], required=_FAULT_KEYS[kind][:2])
+        if kind in ("slow_rank", "crash"):
+            rank = m["rank"]
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < num_ranks:
+                raise ScenarioError(f.join(path, "rank"), f"expected a rank 0..{num_ranks - 1}, "
+                                                          f"got {f.describe(rank)}")
+            out.append(Fault(kind, rank=rank,
+                             factor=f.number(m.get("factor", f.default(Fault, "factor")),
+                                             f.join(path, "factor"), positive=True, maximum=1000,
+                                             unit="times the service time"),
+                             at_ms=f.number(m.get("at_ms", f.default(Fault, "at_ms")),
+                                            f.join(path, "at_ms"), minimum=0,
+                                            maximum=MAX_SECONDS * 1000, unit="milliseconds"),
+                             path=path))
+            continue
+        message = m["message"]
+        if message not in FAULT_MESSAGES:
+            raise ScenarioError(f.join(path, "message"), f"expected one of {', '.join(FAULT_MESSAGES)}, "
+                                                         f"got {f.describe(message)}")
+        src = None if m.get("from") is None else _endpoint(m["from"], f.join(path, "from"), num_ranks)
+        dst = None if m.get("to") is None else _endpoint(m["to"], f.join(path, "to"), num_ranks)
+        out.append(Fault(kind, message=message, src=src, dst=dst,
+                         nth=f.integer(m.get("nth", f.default(Fault, "nth")), f.join(path, "nth"),
+                                       minimum=1, maximum=10**9, unit="messages"),
+                         delay_ms=f.number(m.get("delay_ms", f.default(Fault, "delay_ms")),
+                                           f.join(path, "delay_ms"), minimum=0,
+                                           maximum=MAX_SECONDS * 1000, unit="milliseconds"),
+                         path=path))
+    return tuple(out)
+
+
+def parse_corpus(raw: Any) -> None:
+    """A corpus case's metadata block: checked here, read by `simharness.explore.corpus`."""
+    m = f.mapping(raw, "corpus", CORPUS_KEYS, required=("signature", "runtime", "status"))
+    f.string(m["signature"], "corpus.signature")
+    f.name(m["runtime"], "corpus.runtime", "a runtime name")
+    if m["status"] not in CORPUS_STATUSES:
+        raise ScenarioError("corpus.status", f"expected one of {', '.join(CORPUS_STATUSES)}, "
+                                             f"got {f.describe(m['status'])}")
+    for key in ("seed", "example", "nodes", "ranks"):
+        if key in m:
+            f.integer(m[key], f.join("corpus", key), minimum=0, maximum=MAX_SEED)

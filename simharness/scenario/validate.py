@@ -1,0 +1,252 @@
+"""Validation passes over the frozen `Scenario`: the loader's third pass.
+
+The section parsers have checked each section on its own. These passes check what needs the whole
+scenario, and each raises a `ScenarioError` naming the key path of the offending part:
+
+* `check_walk_edges`: every edge reaches a node of its walk and one of that node's inputs;
+* `check_cycles`: the graph of a walk has no cycle outside a loop (mstar would wait forever on
+  such an input: an impossible graph, not a runtime bug), self-edges outside loops included;
+* `check_stream_edges`: streams are declared and feed one consumer;
+* `check_inputs_are_sent`: every input some walk of a request needs comes from somewhere;
+* `check_workload`: the workload submits at least one request;
+* `check_cost`: the run's size (ranks, requests, node forwards) is estimated up front and refused
+  above a limit unless the user allows a large run (``--allow-large``).
+
+Walk facts are the scenario's own (`Scenario.walk_facts`), computed once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from simharness.errors import ScenarioError
+from simharness.graph.analysis import WalkFacts
+from simharness.graph.ir import SPECIAL_DESTINATIONS, Edge, Node, iter_nodes
+from simharness.scenario import fields as f
+from simharness.scenario.model import RequestKind, Scenario
+
+#: Above these a run is refused unless allowed: a few minutes of simulation and a few GB at most.
+MAX_REQUESTS = 10_000
+MAX_FORWARDS = 500_000
+MAX_RANKS_RUN = 256
+
+
+def validate(sc: Scenario, *, implicit_requests: bool, allow_large: bool = False) -> list[str]:
+    """Every pass, in order: the graph's shape first, then what the workload will cost.
+
+    Returns the notes for the user about what was accepted as mstar accepts it."""
+    notes = check_walk_edges(sc)
+    check_cycles(sc)
+    check_stream_edges(sc)
+    check_inputs_are_sent(sc, implicit_requests)
+    check_workload(sc)
+    check_cost(sc, allow_large)
+    return notes
+
+
+def check_walk_edges(sc: Scenario) -> list[str]:
+    """Every edge goes to a node of its walk (or a special destination) and to one of its inputs;
+    returns a note for each self edge to a name its node does not take (mstar drops the copy)."""
+    notes: list[str] = []
+    for walk, facts in sc.walk_facts.items():
+        _check_walk(walk, facts, notes)
+    return notes
+
+
+def _check_walk(walk: str, facts: WalkFacts, notes: list[str]) -> None:
+    nodes = facts.nodes
+    loop_outputs = [e for lp in facts.loops.values() for e in lp.outputs + lp.accumulated_outputs]
+    for edge in [e for n in nodes.values() for e in n.outputs] + loop_outputs:
+        if edge.to in SPECIAL_DESTINATIONS or edge.stream:
+            continue
+        if edge.to not in nodes:
+            raise ScenarioError(f.join(edge.path, "to"),
+                                f"edge {edge.name!r} goes to {edge.to!r}, which is not a node of "
+                                f"walk {walk!r} (nodes: {', '.join(nodes)}; or client, conductor)")
+        if edge.name not in nodes[edge.to].inputs:
+            if edge.to == _producer(edge, nodes):
+                # A self edge to a name the node does not take: mstar's ingest refuses the copy
+                # (vjepa2 declares one so that its loop can accumulate that name).
+                notes.append(f"{edge.path}: self edge {edge.name!r} of {edge.to}, which has no "
+                             f"input {edge.name!r}: mstar refuses the copy at ingest")
+                continue
+            raise ScenarioError(f.join(edge.path, "name"),
+                                f"edge {edge.name!r} goes to {edge.to}, which has no input named "
+                                f"{edge.name!r} in walk {walk!r} "
+                                f"(inputs: {', '.join(nodes[edge.to].inputs) or 'none'})")
+
+
+def _producer(edge: Edge, nodes: dict[str, Node]) -> str | None:
+    return next((n.name for n in nodes.values() if any(e is edge for e in n.outputs)), None)
+
+
+def check_stream_edges(sc: Scenario) -> None:
+    """Every streaming edge has a declared connection and reaches one consumer node's input."""
+    facts, partitions, connections = sc.walk_facts, sc.partitions, sc.connections
+    part_of = {w: p for p, ws in partitions.items() for w in ws}
+    # A stream is one buffer with one consumer node: (partition, edge) -> that node.
+    consumer_of: dict[tuple[str, str], str] = {}
+    for walk, wf in facts.items():
+        for node in wf.nodes.values():
+            for edge in node.outputs:
+                if not edge.stream:
+                    continue
+                conn = next((c for c in connections if c.src == part_of[walk] and c.edge == edge.name), None)
+                if conn is None:
+                    raise ScenarioError(f.join(edge.path, "stream"),
+                                        f"no stream {edge.name!r} leaves partition {part_of[walk]!r} "
+                                        f"(declare it in graph.streams)")
+                consumers = {n.name: n for w in partitions[conn.dst] for n in facts[w].nodes.values()}
+                if edge.to not in consumers:
+                    raise ScenarioError(f.join(edge.path, "to"),
+                                        f"stream {edge.name!r} goes to partition {conn.dst!r}, which has "
+                                        f"no node {edge.to!r}")
+                if edge.name not in consumers[edge.to].inputs:
+                    raise ScenarioError(f.join(edge.path, "name"),
+                                        f"{edge.to} has no input named {edge.name!r}")
+                first = consumer_of.setdefault((part_of[walk], edge.name), edge.to)
+                if first != edge.to:
+                    raise ScenarioError(f.join(edge.path, "to"),
+                                        f"stream {edge.name!r} from partition {part_of[walk]!r} "
+                                        f"already goes to {first!r}; a stream feeds one consumer node")
+
+
+def check_inputs_are_sent(sc: Scenario, implicit: bool) -> None:
+    """Every external input of every walk a request takes must come from somewhere.
+
+    The conductor sends a walk's loop-back seeds itself and streams feed themselves; other
+    external inputs must be supplied by the client (``graph.requests.KIND.inputs``) or persisted
+    by an earlier walk of the same partition.
+    """
+    facts = sc.walk_facts
+    for kind in sc.requests.values():
+        for steps in kind.partitions.values():
+            persisted: set[str] = set()
+            for step in steps:
+                wf = facts[step.walk]
+                for name, dest in sorted(wf.external_inputs):
+                    if name in kind.inputs or name in persisted or (name, dest) in kind.start_pairs:
+                        continue
+                    node = wf.nodes[dest]
+                    path = f.join(f.join(node.path, "inputs"), node.inputs.index(name))
+                    supply = ("list it in graph.requests" if implicit
+                              else f"request kind {kind.name!r} neither supplies it (graph.requests."
+                                   f"{kind.name}.inputs) nor persists it in an earlier walk")
+                    raise ScenarioError(path, f"input {name!r} of node {dest} is never sent in walk "
+                                              f"{step.walk!r}: no edge in the walk targets it, it is not a "
+                                              f"loop-back input or a stream, and {supply}")
+                persisted |= {e.name for n in wf.nodes.values() for e in n.outputs if e.persist}
+                persisted |= {e.name for lp in wf.loops.values()
+                              for e in lp.outputs + lp.accumulated_outputs if e.persist}
+
+
+
+def check_cycles(sc: Scenario) -> None:
+    """No cycle of edges outside a loop: only a loop's body may send back to an earlier node.
+
+    An edge between two nodes that share an enclosing loop is a loop-back edge (mstar feeds it to
+    the next iteration). Every other edge between nodes of the walk goes into a directed graph;
+    any cycle in it, a self-edge included, is a wait that nothing can ever satisfy.
+    """
+    for walk, facts in sc.walk_facts.items():
+        g: nx.DiGraph = nx.DiGraph()
+        loops_of = {n: {lp.name for lp in chain} for n, chain in facts.loops_of.items()}
+        edges = [(n.name, e) for n in facts.nodes.values() for e in n.outputs]
+        for loop in facts.loops.values():
+            body = {n.name for n in iter_nodes(loop.body)}
+            for out in loop.outputs + loop.accumulated_outputs:
+                edges += [(n, out) for n in sorted(body)
+                          if any(e.name == out.name for e in facts.nodes[n].outputs)]
+        for src, edge in edges:
+            if edge.to in SPECIAL_DESTINATIONS or edge.stream or edge.to not in facts.nodes:
+                continue
+            if edge.name not in facts.nodes[edge.to].inputs:
+                continue  # a copy mstar refuses at ingest (see check_walk_edges): nobody waits
+            if loops_of[src] & loops_of[edge.to]:
+                continue
+            if not g.has_edge(src, edge.to):
+                g.add_edge(src, edge.to, path=edge.path)
+        try:
+            cycle = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            continue
+        names = " -> ".join([cycle[0][0], *(v for _, v in cycle)])
+        what = "a node's edge to itself" if len(cycle) == 1 else "a cycle of edges"
+        raise ScenarioError(f.join(g.edges[cycle[0]]["path"], "to"),
+                            f"{what} outside any loop in walk {walk!r}: {names}; only the body "
+                            f"of a loop may send back to an earlier node (each node would wait "
+                            f"for the other forever)")
+
+
+def check_workload(sc: Scenario) -> None:
+    if sc.total_requests == 0:
+        raise ScenarioError("workload", "every phase has count 0: the run would submit no "
+                                        "request and check nothing")
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """What a run will do at most, estimated from the scenario before anything runs."""
+
+    ranks: int
+    requests: int
+    forwards: int
+
+    def over(self) -> list[str]:
+        out = []
+        if self.ranks > MAX_RANKS_RUN:
+            out.append(f"{self.ranks:,} ranks (limit {MAX_RANKS_RUN:,})")
+        if self.requests > MAX_REQUESTS:
+            out.append(f"{self.requests:,} requests (limit {MAX_REQUESTS:,})")
+        if self.forwards > MAX_FORWARDS:
+            out.append(f"about {self.forwards:,} node forwards (limit {MAX_FORWARDS:,})")
+        return out
+
+
+def estimate_cost(sc: Scenario) -> CostEstimate:
+    """Ranks, requests and node forwards (every loop at max_iters or its largest stop draw,
+    times the ranks of the instance that runs the node)."""
+    per_kind = {name: _forwards_per_request(sc, kind) for name, kind in sc.requests.items()}
+    forwards = 0
+    for phase in sc.workload:
+        n = len(phase.kinds)
+        for j, kind in enumerate(phase.kinds):
+            count = phase.count // n + (1 if j < phase.count % n else 0)
+            forwards += count * per_kind[kind]
+    return CostEstimate(sc.placement.num_ranks, sc.total_requests, forwards)
+
+
+def _forwards_per_request(sc: Scenario, kind: RequestKind) -> int:
+    total = 0
+    for steps in kind.partitions.values():
+        for step in steps:
+            facts = sc.walk_facts[step.walk]
+            per_pass = 0
+            for node in facts.nodes:
+                n = _instance_size(sc, node, step.walk)
+                for lp in facts.loops_of[node]:
+                    d = kind.stops.get(lp.name)
+                    n *= d.high if d is not None else lp.max_iters
+                per_pass += n
+            total += per_pass * step.times
+    return total
+
+
+def _instance_size(sc: Scenario, node: str, walk: str) -> int:
+    for g in sc.placement.node_groups:
+        if node in g.node_names and (g.graph_walks is None or walk in g.graph_walks):
+            return g.instance_size
+    return 1
+
+
+def check_cost(sc: Scenario, allow_large: bool) -> None:
+    if allow_large:
+        return
+    est = estimate_cost(sc)
+    over = est.over()
+    if over:
+        raise ScenarioError("workload", f"this run is estimated at {'; '.join(over)}; refusing "
+                                        f"it up front (lower the counts, or pass --allow-large "
+                                        f"to run it anyway)")
