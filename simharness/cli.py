@@ -1,9 +1,11 @@
 """The ``simharness`` command line.
 
 Exit codes: 0 every check passed, 1 a check failed (violations found), 2 bad input or usage
-(``sweep``: 1 when a run's verdict is not the expected one).
+(``sweep``: 1 when a run's verdict is not the expected one), 3 internal error (a bug in simharness
+itself: one line, and the traceback saved to a file).
 Bad input gets one line naming the file, the key path and what was expected; never a traceback.
 With ``--json`` the only thing on stdout is the summary object; everything else goes to stderr.
+A reader that closes stdout early (``--json | head``) ends the command quietly with 141.
 """
 
 from __future__ import annotations
@@ -12,19 +14,25 @@ import argparse
 import json
 import os
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 from simharness import __version__
 from simharness.errors import ScenarioError, UsageError
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+#: 128 + SIGPIPE, what a shell reports for a writer whose reader went away.
+EXIT_BROKEN_PIPE = 141
+EXIT_CODES_TEXT = ("Exit codes: 0 pass, 1 violations found, 2 bad input or usage, "
+                   "3 internal error (traceback saved to a file).")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="simharness",
         description="Simulate a distributed graph-runtime layout (mstar first) and check it.",
-        epilog="Exit codes: 0 pass, 1 violations found, 2 bad input or usage.",
+        epilog=EXIT_CODES_TEXT,
     )
     p.add_argument("--version", action="version", version=f"simharness {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -60,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
                     "(walk, node) per request side by side, each arm's outcome and violations, "
                     "and the first event where an arm's trace leaves the first arm's.",
         epilog="Exit codes: 0 the arms agree on forward counts and outcome, 1 they differ, "
-               "2 bad input or usage.",
+               "2 bad input or usage, 3 internal error.",
     )
     cmp.add_argument("scenario", help="scenario YAML file")
     cmp.add_argument("--runtime", dest="runtimes", action="append", default=[], metavar="NAME",
@@ -74,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
         "confirm", help="run the simulation and the zmq backend on a scenario, side by side",
         description="Run a scenario in the simulation and on real processes (zmq backend) and "
                     "compare forwards per node per request, outcomes and violations by check.",
-        epilog="Exit codes: 0 the two agree, 1 they disagree, 2 bad input or usage.",
+        epilog="Exit codes: 0 the two agree, 1 they disagree, 2 bad input or usage, "
+               "3 internal error.",
     )
     conf.add_argument("scenario", help="scenario YAML file")
     conf.add_argument("--runtime", metavar="NAME", help="runtime under test (default: the scenario's)")
@@ -165,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="print {rows, cells, unexpected, ...} on stdout")
 
     rp = sub.add_parser("replay", help="replay a corpus case and check it behaves as recorded",
-                        epilog="Exit codes: 0 as recorded, 1 diverged, 2 bad input.")
+                        epilog="Exit codes: 0 as recorded, 1 diverged, 2 bad input, 3 internal error.")
     rp.add_argument("case", nargs="+", help="corpus case YAML file(s)")
     rp.add_argument("--update", action="store_true",
                     help="record the new trace digest of cases that still behave as recorded")
@@ -183,11 +192,16 @@ def _report_argument(p: argparse.ArgumentParser, what: str, default: str) -> Non
 def _set_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key, e.g. --set workload[0].count=10 (repeatable)")
+    if p.prog.split()[-1] in ("run", "compare", "confirm", "layout"):
+        p.add_argument("--allow-large", action="store_true",
+                       help="run a scenario whose estimated size (ranks, requests, node forwards) "
+                            "is above the limits that are otherwise refused up front")
 
 
 def _print_json(obj: object) -> None:
     """The one JSON document a --json command prints on stdout."""
-    json.dump(obj, sys.stdout)
+    # NaN and Infinity are not JSON; the loader keeps them out, and this keeps it honest.
+    json.dump(obj, sys.stdout, allow_nan=False)
     sys.stdout.write("\n")
 
 
@@ -249,6 +263,85 @@ def _real_options(args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. The one place that turns every failure into an exit code and one line."""
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)  # type: ignore[assignment]
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # The reader of stdout went away (`--json | head -c 10`): nothing left to say to it.
+        _detach_stdout(stdout)
+        return EXIT_BROKEN_PIPE
+    except _StdoutError as exc:
+        _detach_stdout(stdout)
+        print(f"error: cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # anything else is a harness bug: exit 3, not 1
+        return _internal_error(exc)
+    finally:
+        sys.stdout = stdout
+
+
+class _StdoutError(OSError):
+    """Standard output cannot be written (``> /dev/full``): the user's target, not a harness bug."""
+
+
+class _GuardedStdout:
+    """sys.stdout, with a failed write told apart from every other OSError."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutError(exc.errno, exc.strerror) from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutError(exc.errno, exc.strerror) from exc
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _detach_stdout(stream) -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (a test's capture): nothing will flush it at exit
+
+
+def _internal_error(exc: BaseException) -> int:
+    """One line naming the failure and where its traceback was saved; exit 3."""
+    text = "".join(traceback.format_exception(exc))
+    saved = ""
+    try:
+        fd, path = tempfile.mkstemp(prefix="simharness-internal-error-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        saved = f"; traceback saved to {path}"
+    except OSError:
+        saved = "; the traceback could not be saved"
+    first = (str(exc).splitlines() or [""])[0][:200]
+    print(f"error: internal error in simharness ({type(exc).__name__}: {first}){saved}; "
+          f"please report it (exit 3 means a harness bug, not a runtime bug)", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":
@@ -284,7 +377,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
     _check_trace_name(args.trace)
     _check_report_target(args.report)
-    scenario = load_scenario(args.scenario, args.overrides)
+    scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
     seed = _seed(args)
     determinism = args.check_determinism or os.environ.get("SIMHARNESS_CHECK_DETERMINISM") == "1"
     if args.backend == "zmq":
@@ -338,7 +431,7 @@ def _compare(args: argparse.Namespace) -> int:
     dup = sorted({r for r in args.runtimes if args.runtimes.count(r) > 1})
     if dup:
         raise UsageError(f"compare: runtime {dup[0]!r} is given twice")
-    scenario = load_scenario(args.scenario, args.overrides)
+    scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
     _check_report_target(args.report)
     cmp = compare_runtimes(scenario, args.runtimes, _seed(args))
     for rep in cmp.reports:
@@ -385,7 +478,7 @@ def _confirm(args: argparse.Namespace) -> int:
     from simharness.run import run_scenario
     from simharness.scenario.loader import load_scenario
 
-    scenario = load_scenario(args.scenario, args.overrides)
+    scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
     seed = _seed(args)
     _real_options(args)  # fail on a missing dependency before simulating anything
     from real_backends.confirm import compare, render, summarize
@@ -487,7 +580,7 @@ def _layout(args: argparse.Namespace) -> int:
     from simharness.placement.layout import Layout
     from simharness.scenario.loader import load_scenario
 
-    scenario = load_scenario(args.scenario, args.overrides)
+    scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
     print(f"{scenario.name}: {len(scenario.walks)} walks on {scenario.placement.num_ranks} ranks")
     for line in Layout.build(scenario).describe():
         print(line)

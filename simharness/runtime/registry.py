@@ -11,6 +11,7 @@ is a usage error that names the pip command.
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 from simharness.errors import UsageError
@@ -77,6 +78,10 @@ def _own_description(obj: Any) -> str:
     return own or (doc[0] if doc else "") or getattr(obj, "description", "") or ""
 
 
+#: ``module.path:Attribute``, both sides identifiers (``':'`` or ``'.x:y'`` are not).
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
 def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     """Build the runtime object for `name` (a registered name or ``module:Attr``)."""
     # A profile wins over any plugin of the same name, so it needs no entry-point scan.
@@ -89,17 +94,25 @@ def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
             raise UsageError(f"cannot load runtime {name!r} ({target.value}): "
                              f"{type(exc).__name__}: {exc}") from None
     elif ":" in name:
+        if not _IMPORT_PATH.fullmatch(name):
+            raise UsageError(f"runtime {name!r}: expected a registered name or module:Name "
+                             f"(a dotted module path, a colon, an attribute)")
         module, _, attr = name.partition(":")
         try:
             obj = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise UsageError(f"cannot load runtime {name!r}: {exc}") from None
+        except Exception as exc:  # whatever importing the user's module raises
+            raise UsageError(f"cannot load runtime {name!r}: {type(exc).__name__}: {exc}") from None
     elif name == "mstar":
         obj = _mstar_adapter().MstarRuntime  # its constructor names the pip command
     else:
         raise UsageError(f"unknown runtime {name!r} (known: {', '.join(sorted(registered))}; "
                          f"or module:Name)")
-    runtime = obj(**(options or {})) if isinstance(obj, type) else obj
+    try:
+        runtime = obj(**(options or {})) if isinstance(obj, type) else obj
+    except (TypeError, ValueError) as exc:
+        if options:
+            raise  # the scenario's runtime.options do not fit: the caller names that key
+        raise UsageError(f"runtime {name!r} cannot be built: {exc}") from None
     if not hasattr(runtime, "build_rank"):
         raise UsageError(f"runtime {name!r} has no build_rank(rank, layout) method")
     if not getattr(runtime, "name", None) or getattr(runtime, "name", None) == "reference":
