@@ -30,8 +30,8 @@ import yaml
 from simharness.errors import ScenarioError
 from simharness.scenario.fields import describe
 
-#: Largest scenario file read (the shipped ones are a few KiB; a corpus case is smaller).
-MAX_FILE_BYTES = 2 * 1024 * 1024
+#: Largest scenario file read (the shipped ones are a few KiB); PyYAML reads about 1 MB a second.
+MAX_FILE_BYTES = 1024 * 1024
 #: Deepest nesting of mappings and lists (a deep walk of nested loops needs about 20).
 MAX_DEPTH = 100
 #: Most nodes in the document with aliases expanded (the largest shipped scenario has ~1,000).
@@ -89,25 +89,47 @@ _LimitedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _
 _LimitedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
-def _expanded_size(root: yaml.Node) -> int:
-    """Nodes in the document with every alias expanded, counted without expanding anything.
+class TooLarge(ValueError):
+    """The document expands past `MAX_NODES`; `key` is the key path where it does."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _expanded_size(root: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes under `root` with every alias expanded, counted without expanding anything.
 
     An alias is the same node object as its anchor, so a memo by identity gives each node's
     expanded size once; depth is already bounded by `MAX_DEPTH`.
     """
+    key = id(root)
+    if key not in memo:
+        memo[key] = 1  # the safe loader cannot build a recursive alias; be safe anyway
+        if isinstance(root, yaml.SequenceNode):
+            memo[key] = 1 + sum(_expanded_size(c, memo) for c in root.value)
+        elif isinstance(root, yaml.MappingNode):
+            memo[key] = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo)
+                                for k, v in root.value)
+    return memo[key]
+
+
+def _check_size(root: yaml.Node) -> None:
     memo: dict[int, int] = {}
-
-    def size(node: yaml.Node) -> int:
-        key = id(node)
-        if key not in memo:
-            memo[key] = 1  # a recursive alias cannot be built by the safe loader; be safe anyway
-            if isinstance(node, yaml.SequenceNode):
-                memo[key] = 1 + sum(size(c) for c in node.value)
-            elif isinstance(node, yaml.MappingNode):
-                memo[key] = 1 + sum(size(k) + size(v) for k, v in node.value)
-        return memo[key]
-
-    return size(root)
+    n = _expanded_size(root, memo)
+    if n <= MAX_NODES:
+        return
+    # Name the deepest mapping key that is still too large: that is where the aliases pile up.
+    path, node = "", root
+    while isinstance(node, yaml.MappingNode):
+        big = [(k, v) for k, v in node.value
+               if isinstance(k, yaml.ScalarNode) and memo[id(v)] > MAX_NODES]
+        if not big:
+            break
+        k, node = big[0]
+        path = f"{path}.{k.value}" if path else str(k.value)
+    raise TooLarge(path, f"expands to {memo[id(node)]:,} nodes with its aliases (at most "
+                         f"{MAX_NODES:,}); is an alias repeated many times?")
 
 
 def parse_text(text: str) -> Any:
@@ -117,10 +139,7 @@ def parse_text(text: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        n = _expanded_size(node)
-        if n > MAX_NODES:
-            raise ValueError(f"the document expands to {n:,} nodes with its aliases "
-                             f"(at most {MAX_NODES:,}); is an alias repeated many times?")
+        _check_size(node)
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -173,6 +192,8 @@ def read_yaml(path: str | Path, what: str = "scenario file") -> dict[str, Any]:
         raw = parse_text(text)
     except yaml.YAMLError as exc:
         raise ScenarioError("", _yaml_problem(exc), source=str(path)) from None
+    except TooLarge as exc:
+        raise ScenarioError(exc.key, str(exc), source=str(path)) from None
     except (ValueError, RecursionError) as exc:
         raise ScenarioError("", f"not a usable scenario: {exc}", source=str(path)) from None
     if not isinstance(raw, dict):
@@ -195,7 +216,7 @@ def read_value(text: str, key: str) -> Any:
 
 
 def _a(what: str) -> str:
-    return f"an {what}" if what[0] in "aeiou" else f"a {what}"
+    return f"an {what}" if what[0] in "aeiou" or what.startswith("mstar") else f"a {what}"
 
 
 def _clip(text: str) -> str:

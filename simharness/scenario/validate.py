@@ -247,6 +247,7 @@ def check_cost(sc: Scenario, allow_large: bool) -> None:
     est = estimate_cost(sc)
     over = est.over()
     if over:
-        raise ScenarioError("workload", f"this run is estimated at {'; '.join(over)}; refusing "
+        key = "placement.node_groups" if est.ranks > MAX_RANKS_RUN and len(over) == 1 else "workload"
+        raise ScenarioError(key, f"this run is estimated at {'; '.join(over)}; refusing "
                                         f"it up front (lower the counts, or pass --allow-large "
                                         f"to run it anyway)")
