@@ -17,9 +17,8 @@ Walk facts are the scenario's own (`Scenario.walk_facts`), computed once.
 
 from __future__ import annotations
 
+import graphlib
 from dataclasses import dataclass
-
-import networkx as nx
 
 from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
@@ -148,10 +147,11 @@ def check_cycles(sc: Scenario) -> None:
 
     An edge between two nodes that share an enclosing loop is a loop-back edge (mstar feeds it to
     the next iteration). Every other edge between nodes of the walk goes into a directed graph;
-    any cycle in it, a self-edge included, is a wait that nothing can ever satisfy.
+    any cycle in it, a self-edge included, is a wait that nothing can ever satisfy. The standard
+    library's `graphlib` finds and names the cycle (networkx would do as well, but a plain run
+    does not otherwise import it).
     """
     for walk, facts in sc.walk_facts.items():
-        g: nx.DiGraph = nx.DiGraph()
         loops_of = {n: {lp.name for lp in chain} for n, chain in facts.loops_of.items()}
         edges = [(n.name, e) for n in facts.nodes.values() for e in n.outputs]
         for loop in facts.loops.values():
@@ -159,6 +159,8 @@ def check_cycles(sc: Scenario) -> None:
             for out in loop.outputs + loop.accumulated_outputs:
                 edges += [(n, out) for n in sorted(body)
                           if any(e.name == out.name for e in facts.nodes[n].outputs)]
+        preds: dict[str, set[str]] = {n: set() for n in facts.nodes}
+        path_of: dict[tuple[str, str], str] = {}
         for src, edge in edges:
             if edge.to in SPECIAL_DESTINATIONS or edge.stream or edge.to not in facts.nodes:
                 continue
@@ -166,18 +168,20 @@ def check_cycles(sc: Scenario) -> None:
                 continue  # a copy mstar refuses at ingest (see check_walk_edges): nobody waits
             if loops_of[src] & loops_of[edge.to]:
                 continue
-            if not g.has_edge(src, edge.to):
-                g.add_edge(src, edge.to, path=edge.path)
+            preds[edge.to].add(src)
+            path_of.setdefault((src, edge.to), edge.path)
         try:
-            cycle = nx.find_cycle(g)
-        except nx.NetworkXNoCycle:
-            continue
-        names = " -> ".join([cycle[0][0], *(v for _, v in cycle)])
-        what = "a node's edge to itself" if len(cycle) == 1 else "a cycle of edges"
-        raise ScenarioError(f.join(g.edges[cycle[0]]["path"], "to"),
-                            f"{what} outside any loop in walk {walk!r}: {names}; only the body "
-                            f"of a loop may send back to an earlier node (each node would wait "
-                            f"for the other forever)")
+            graphlib.TopologicalSorter(preds).prepare()
+        except graphlib.CycleError as exc:
+            cycle = list(exc.args[1])
+            if (cycle[0], cycle[1]) not in path_of:
+                cycle.reverse()  # graphlib walks predecessors; name the cycle in edge order
+            names = " -> ".join(cycle)
+            what = "a node's edge to itself" if len(cycle) == 2 else "a cycle of edges"
+            raise ScenarioError(f.join(path_of[cycle[0], cycle[1]], "to"),
+                                f"{what} outside any loop in walk {walk!r}: {names}; only the "
+                                f"body of a loop may send back to an earlier node (each node "
+                                f"would wait for the other forever)") from None
 
 
 def check_workload(sc: Scenario) -> None:
