@@ -49,7 +49,10 @@ def trace_events(story: Story) -> list[dict[str, Any]]:
     per_batch: dict[tuple[int, int], list[tuple[int, ev.Forward]]] = defaultdict(list)
     for i, f in story.forwards:
         per_batch[(f.rank, f.batch)].append((i, f))
-    slice_start: dict[int, float] = {}  # forward index -> its batch slice's start (us)
+    #: forward index -> a time inside its batch's slice (us), where its flows start: a viewer
+    #: binds a flow start to the slice that encloses it, and a slice's very first instant is
+    #: ambiguous when events share a timestamp
+    slice_start: dict[int, float] = {}
     for e in events:
         if type(e) is not ev.BatchStarted:
             continue
@@ -79,7 +82,7 @@ def trace_events(story: Story) -> list[dict[str, Any]]:
             slice_ev["cname"] = "terrible"
         out.append(slice_ev)
         for i, _f in fwds:
-            slice_start[i] = ts
+            slice_start[i] = ts + min(0.5, slice_ev["dur"] / 2)
 
     # Messages: a slice on the receiver's inbox track and a flow arrow to it.
     inbox_end: dict[int, float] = defaultdict(lambda: -1.0)
