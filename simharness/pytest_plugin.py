@@ -37,14 +37,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _sniff(path: Path) -> dict[str, Any] | None:
-    """The parsed file if it is a simharness scenario (or corpus case), else None."""
-    import yaml
+    """The parsed file if it is a simharness scenario (or corpus case), else None.
+
+    Read with the scenario loader's limits (size, depth, alias expansion), so a hostile or huge
+    YAML file met while collecting costs nothing much.
+    """
+    from simharness.errors import ScenarioError
+    from simharness.scenario.reading import read_yaml
 
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        raw = read_yaml(path)
+    except ScenarioError:
         return None
-    if isinstance(raw, dict) and "graph" in raw and "placement" in raw:
+    if "graph" in raw and "placement" in raw:
         return raw
     return None
 

@@ -59,6 +59,8 @@ def test_scenarios_and_cases_become_test_items(tmp_path):
     _write(tmp_path / "corpus" / "claims_fixed.yaml", fixed)
     # other YAML files are not scenarios and are left alone
     (tmp_path / "ci.yaml").write_text("jobs: {test: {runs-on: linux}}\n")
+    # ... and a hostile one is read within the loader's limits, not expanded
+    shutil.copy(SCENARIOS.parent / "tests" / "bad_inputs" / "alias_bomb.yaml", tmp_path / "bomb.yaml")
 
     code, out, results = _pytest(tmp_path)
     assert results == {
