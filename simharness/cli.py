@@ -105,12 +105,16 @@ def _parser() -> argparse.ArgumentParser:
         "fuzz", help="search generated layouts, schedules and faults for failures",
         description="A fuzz campaign: generated scenarios under one runtime; every failure is "
                     "shrunk and written to the corpus as a scenario that replays exactly.",
-        epilog="Same --seed and --examples, same result. A --time campaign prints how many "
-               "examples it ran. Exit codes: 0 no failure, 1 failures found, 2 bad usage.")
+        epilog="Same --seed and --examples, same result. A --time campaign ends by then, "
+               "shrinking included, and prints how many examples it ran. Exit codes: 0 no new "
+               "failure, 1 new failures found (or known ones with --fail-on-known), 2 bad "
+               "usage, 130/143 interrupted (what was found is kept).")
     fz.add_argument("--runtime", metavar="NAME", default="mstar-python",
                     help="runtime under test (default: mstar-python)")
     budget = fz.add_mutually_exclusive_group()
-    budget.add_argument("--time", type=float, metavar="S", help="search budget in seconds (default 60)")
+    budget.add_argument("--time", type=float, metavar="S",
+                        help="budget in seconds for the whole campaign, shrinking included "
+                             "(default 60)")
     budget.add_argument("--examples", type=int, metavar="N", help="number of examples")
     fz.add_argument("--seed", type=int, default=0, metavar="N", help="campaign seed (default 0)")
     where = fz.add_mutually_exclusive_group()
@@ -118,8 +122,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="Dask LocalCluster workers (default 1: in this process)")
     where.add_argument("--scheduler", metavar="ADDR", help="an existing Dask scheduler address")
     fz.add_argument("--corpus", metavar="DIR", default="scenarios/corpus",
-                    help="where failing cases are written (default scenarios/corpus)")
+                    help="where failing cases are written, and known ones are looked up "
+                         "(default scenarios/corpus)")
     fz.add_argument("--no-write", action="store_true", help="do not write corpus cases")
+    fz.add_argument("--fail-on-known", action="store_true",
+                    help="exit 1 on failures the corpus already holds too (default: only new "
+                         "failures fail the run, so a CI job gates on regressions)")
     fz.add_argument("--no-shrink", action="store_true", help="keep failing examples as found")
     fz.add_argument("--tolerated-only", action="store_true",
                     help="inject only faults the protocol tolerates (delays, a slow rank)")
@@ -587,32 +595,55 @@ def _layout(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the campaign is, so it unwinds like Ctrl-C does."""
+
+
 def _fuzz(args: argparse.Namespace) -> int:
-    from simharness.explore.campaign import CampaignConfig, run_campaign
-    from simharness.explore.report import Progress, campaign_summary, print_summary, write_cases
+    import math
+    import signal
+    import time
+
+    started = time.perf_counter()  # --time counts from here: imports and set-up included
+
+    from simharness.explore.campaign import (
+        CampaignConfig,
+        CampaignResult,
+        keep_hypothesis_files_out_of_cwd,
+        run_campaign,
+    )
+    from simharness.explore.report import CaseWriter, Progress, campaign_summary, known_cases, print_summary
     from simharness.runtime import registry
 
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples must be >= 1, got {args.examples}")
-    if args.time is not None and args.time <= 0:
-        raise UsageError(f"--time must be > 0, got {args.time:g}")
+    if args.time is not None and not (math.isfinite(args.time) and args.time > 0):
+        raise UsageError(f"--time must be a number of seconds > 0, got {args.time:g}")
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
     if args.chunk_size < 1:
         raise UsageError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    corpus = Path(args.corpus)
+    if corpus.exists() and not corpus.is_dir():
+        raise UsageError(f"--corpus {corpus}: exists and is not a directory (the corpus is a "
+                         f"folder of case files)")
     registry.resolve(args.runtime)  # an unknown runtime is a usage error, before any work
+    known = known_cases(corpus, args.runtime)
     cfg = CampaignConfig(args.runtime, seed=args.seed, examples=args.examples,
                          time_s=args.time if args.examples is None else None,
                          workers=args.workers, scheduler=args.scheduler,
                          chunk_size=args.chunk_size, tolerated_only=args.tolerated_only,
-                         shrink=not args.no_shrink)
+                         shrink=not args.no_shrink, known=frozenset(known))
     _check_report_target(args.report)
+    keep_hypothesis_files_out_of_cwd()
     from simharness.report.progress import StatusLine
 
+    writer = CaseWriter(None if args.no_write else corpus, known)
     progress = Progress(sys.stderr)
     shrinking = StatusLine(sys.stderr)
+    result = CampaignResult(cfg)
 
     def on_shrink(done: int, total: int, sig: str | None) -> None:
         if sig is None:
@@ -620,10 +651,26 @@ def _fuzz(args: argparse.Namespace) -> int:
         else:
             shrinking.update(f"shrinking failure {done + 1} of {total}: {sig}", force=True)
 
-    result = run_campaign(cfg, progress, on_shrink=on_shrink)
-    progress.done(result)
-    paths = {} if args.no_write else write_cases(result, args.corpus)
-    summary = campaign_summary(result, paths)
+    def terminate(signum, frame):
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    interrupted, code = "", EXIT_PASS
+    try:
+        try:
+            run_campaign(cfg, progress, writer, result, started, on_shrink=on_shrink)
+        except KeyboardInterrupt:
+            interrupted, code = "SIGINT", 130
+        except _Terminated:
+            interrupted, code = "SIGTERM", 143
+        if interrupted:
+            shrinking.done()
+            # Failures not final yet are kept as found: a case that fails is worth more than none.
+            writer.rest(result, "Not shrunk: the campaign was interrupted.")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    progress.done(result, interrupted)
+    summary = campaign_summary(result, writer, interrupted)
     if args.report is not None:
         import io
 
@@ -638,7 +685,10 @@ def _fuzz(args: argparse.Namespace) -> int:
         _print_json(summary)
     else:
         print_summary(summary, sys.stdout)
-    return EXIT_FAIL if summary["failures"] else EXIT_PASS
+    if interrupted:
+        return code
+    failing = summary["failures"] if args.fail_on_known else summary["new"]
+    return EXIT_FAIL if failing else EXIT_PASS
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -52,15 +52,22 @@ class Pool:
             self.cluster.close()
 
     def ordered(self, fn: Callable[[Any], Any], items: Iterable[Any],
-                deadline: float | None = None) -> Iterator[Any]:
+                deadline: float | Callable[[], float | None] | None = None) -> Iterator[Any]:
         """``fn(item)`` for each item, yielded in item order. No new task starts once `deadline`
-        (a `time.perf_counter` value) has passed; tasks already started finish and are yielded.
+        (a `time.perf_counter` value, or a function returning one, asked before each task: a
+        deadline that moves) has passed; tasks already started finish and are yielded.
         On a cluster at most two tasks per worker are in flight, so a long or endless `items`
         is read only as fast as the workers take it."""
         it = iter(items)
+
+        def passed() -> bool:
+            at = deadline() if callable(deadline) else deadline
+            return at is not None and time.perf_counter() >= at
+
         if self.client is None:
-            for item in it:
-                if deadline is not None and time.perf_counter() >= deadline:
+            while not passed():
+                item = next(it, _END)
+                if item is _END:
                     return
                 yield fn(item)
             return
@@ -71,8 +78,7 @@ class Pool:
         next_in = next_out = 0
         exhausted = False
         while True:
-            while not exhausted and len(pending) < 2 * self.workers and (
-                    deadline is None or time.perf_counter() < deadline):
+            while not exhausted and len(pending) < 2 * self.workers and not passed():
                 item = next(it, _END)
                 if item is _END:
                     exhausted = True
@@ -87,7 +93,7 @@ class Pool:
             while next_out in ready:
                 yield ready.pop(next_out)
                 next_out += 1
-            if deadline is not None and time.perf_counter() >= deadline:
+            if passed():
                 exhausted = True
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from simharness.explore.execute import execute, signature
+from simharness.fileio import write_text
 from simharness.run import simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
 from simharness.scenario.model import Scenario
@@ -116,7 +117,8 @@ def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: st
 def _dump(path: Path, data: dict[str, Any]) -> None:
     head = ("# A minimal failing scenario found by `simharness fuzz`.\n"
             f"# Replay it: simharness replay {path.as_posix()}\n")
-    path.write_text(head + yaml.safe_dump(data, sort_keys=False, width=100), encoding="utf-8")
+    # Atomic: an interrupted campaign leaves whole cases or none, never half a file.
+    write_text(path, head + yaml.safe_dump(data, sort_keys=False, width=100))
 
 
 @dataclass

@@ -1,29 +1,54 @@
-"""What a fuzz campaign shows and returns: the progress line, the summary JSON, corpus writing.
+"""What a fuzz campaign shows and returns: the progress line, corpus writing, the summary JSON.
 
 The summary object (``simharness fuzz --json``) is::
 
-    {"runtime": ..., "seed": N, "examples": N, "examples_per_s": X,
-     "failures": [{"check": ..., "signature": ..., "case": PATH, "nodes": N, "ranks": N,
-                   "count": N, "known": bool, "shrink_s": X}],
+    {"runtime": ..., "seed": N, "examples": N, "examples_per_s": X, "slowest_example_s": X,
+     "failures": [{"check": ..., "signature": ..., "known": bool, "case": PATH or null,
+                   "replay": "simharness replay PATH" or null, "nodes": N, "ranks": N,
+                   "count": N, "shrunk": bool, "shrink_s": X, "shrink_stopped": "" | "time" |
+                   "calls" | "interrupted", "message": ...}],
+     "new": [signature, ...], "known": [signature, ...],
      "coverage": {"layout": {...}, "edges": {...}, "loops": {...}, "faults": {...},
                   "reached": "K/M", "examples": N},
      "outcomes": {"pass": N, "fail": N, "fault_induced": N, "invalid": N},
-     "invalid": [...], "explore_s": X, "shrink_s": X, "reproduce": "simharness fuzz ..."}
+     "invalid": [...], "explore_s": X, "shrink_s": X, "interrupted": bool,
+     "reproduce": "simharness fuzz ..."}
+
+A *known* failure is one the corpus already holds for this runtime (same signature): it is
+reported with the existing case and never written again. `nodes`, `ranks` and `message`
+describe the case on disk: the shrunk example for a new failure, the corpus case for a known
+one. Messages are shortened at a word boundary, never cut mid-word.
 """
 
 from __future__ import annotations
 
+import textwrap
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from simharness.explore.campaign import DEFAULT_CHUNK, CampaignResult
-from simharness.explore.corpus import find_case, write_case
+from simharness.explore.corpus import Case, cases, write_case
 from simharness.explore.coverage import UNIVERSE, summarize
+
+#: the longest failure message printed (the JSON keeps the whole first message)
+MESSAGE_CHARS = 300
+
+
+def shorten(text: str, width: int) -> str:
+    """`text` on one line, at most `width` characters, cut at a word boundary."""
+    return textwrap.shorten(" ".join(text.split()), width, placeholder=" ...")
+
+
+def known_cases(directory: str | Path, runtime: str) -> dict[str, Case]:
+    """signature -> corpus case, for the cases of `runtime` in `directory`."""
+    return {c.signature: c for c in cases(directory)
+            if "corpus" in c.raw and c.runtime == runtime}
 
 
 class Progress:
-    """Examples per second, failures by signature and coverage, on one updating line."""
+    """Examples per second, failures by signature and coverage (the search phase; the command
+    line shows the shrink phase on a status line of its own)."""
 
     def __init__(self, stream: IO[str], every_s: float = 1.0) -> None:
         self.stream = stream
@@ -35,9 +60,11 @@ class Progress:
         total = sum(len(v) for v in UNIVERSE.values())
         reached = sum(1 for area, names in UNIVERSE.items() for n in names
                       if r.coverage.get(f"{area}.{n}"))
-        fails = ", ".join(f"{s} x{f.count}" for s, f in sorted(r.findings.items())) or "none"
-        return (f"fuzz {r.config.runtime} seed {r.config.seed}: {r.examples} examples "
-                f"({r.examples_per_s:.0f}/s) | failures: {fails} | coverage {reached}/{total}")
+        head = f"fuzz {r.config.runtime} seed {r.config.seed}: "
+        fails = ", ".join(f"{s} x{f.count}" + (" (known)" if s in r.config.known else "")
+                          for s, f in sorted(r.findings.items())) or "none"
+        return (head + f"{r.examples} examples ({r.examples_per_s:.0f}/s) | failures: {fails} | "
+                f"coverage {reached}/{total}")
 
     def __call__(self, r: CampaignResult) -> None:
         now = time.perf_counter()
@@ -46,63 +73,98 @@ class Progress:
         self._last = now
         text = self.line(r)
         if self.tty:
-            self.stream.write("\r\x1b[K" + text[:200])
+            self.stream.write("\r\x1b[K" + shorten(text, 200))
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
 
-    def done(self, r: CampaignResult) -> None:
+    def done(self, r: CampaignResult, interrupted: str = "") -> None:
         if self.tty:
             self.stream.write("\r\x1b[K")
         self.stream.write(self.line(r) + "\n")
-        if r.findings:
-            self.stream.write(f"shrunk {len(r.shrunk)} failure(s) in {r.shrink_s:.1f} s\n")
+        if r.shrunk:
+            cut = [s for s, sh in r.shrunk.items() if sh.stopped]
+            note = f" ({len(cut)} stopped early: the budget ran out)" if cut else ""
+            self.stream.write(f"shrunk {len(r.shrunk)} failure(s) in {r.shrink_s:.1f} s{note}\n")
+        if r.cut_chunk:
+            self.stream.write("the deadline cut the last chunk: its examples are not counted\n")
+        if interrupted:
+            self.stream.write(f"interrupted ({interrupted}): keeping what was found\n")
         self.stream.flush()
 
 
-def write_cases(r: CampaignResult, directory: str | Path) -> dict[str, tuple[Path, bool]]:
-    """signature -> (corpus case, known before): writes each new failure, once per signature."""
-    out: dict[str, tuple[Path, bool]] = {}
-    runtime = r.config.runtime
-    for sig in sorted(r.findings):
-        known = find_case(directory, runtime, sig)
-        if known is not None:
-            out[sig] = (known.path, True)
-            continue
+class CaseWriter:
+    """Writes each new failure to the corpus as soon as it is final; remembers every path."""
+
+    def __init__(self, directory: str | Path | None, known: dict[str, Case]) -> None:
+        self.directory = directory
+        self.known = known
+        #: signature -> written case (new failures only)
+        self.paths: dict[str, Path] = {}
+
+    def __call__(self, r: CampaignResult, sig: str, note: str = "") -> None:
+        if self.directory is None or sig in self.known or sig in self.paths:
+            return
         f = r.findings[sig]
         sh = r.shrunk.get(sig)
         raw, nodes, ranks = (sh.raw, sh.nodes, sh.ranks) if sh else (f.raw, f.nodes, f.ranks)
-        path = write_case(directory, raw, runtime, sig, seed=r.config.seed,
-                          example=f.chunk * r.config.chunk_size + f.example, nodes=nodes, ranks=ranks)
-        out[sig] = (path, False)
-    return out
+        if sh is not None and sh.stopped == "time":
+            note = note or "Shrinking stopped early: the campaign's time budget ran out."
+        self.paths[sig] = write_case(self.directory, raw, r.config.runtime, sig,
+                                     seed=r.config.seed,
+                                     example=f.chunk * r.config.chunk_size + f.example,
+                                     nodes=nodes, ranks=ranks, note=note)
+
+    def rest(self, r: CampaignResult, note: str) -> None:
+        """Write the new failures that never became final (an interrupted campaign)."""
+        for sig in r.new_signatures():
+            self(r, sig, note)
 
 
-def campaign_summary(r: CampaignResult, paths: dict[str, tuple[Path, bool]]) -> dict[str, Any]:
+def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
+                     interrupted: str = "") -> dict[str, Any]:
+    known = writer.known if writer is not None else {}
+    written = writer.paths if writer is not None else {}
     failures = []
     for sig in sorted(r.findings):
         f = r.findings[sig]
-        sh = r.shrunk.get(sig)
-        path, known = paths.get(sig, (None, False))
-        failures.append({
-            "check": f.check, "signature": sig, "case": None if path is None else path.as_posix(),
-            "nodes": sh.nodes if sh else f.nodes, "ranks": sh.ranks if sh else f.ranks,
-            "count": f.count, "known": known,
-            "shrink_s": round(sh.wall_s, 2) if sh else None,
-            "message": f.messages[0] if f.messages else "",
-        })
+        entry: dict[str, Any] = {"check": f.check, "signature": sig, "count": f.count}
+        if sig in known:
+            case = known[sig]
+            meta = case.meta
+            path = case.path
+            entry.update(known=True, nodes=meta.get("nodes"), ranks=meta.get("ranks"),
+                         shrunk=None, shrink_s=None, shrink_stopped="",
+                         message=str(meta.get("note", "")))
+        else:
+            sh = r.shrunk.get(sig)
+            path = written.get(sig)
+            stopped = sh.stopped if sh else ("interrupted" if interrupted else "")
+            messages = sh.messages if sh else f.messages
+            entry.update(known=False, nodes=sh.nodes if sh else f.nodes,
+                         ranks=sh.ranks if sh else f.ranks,
+                         shrunk=bool(sh and sh.shrunk),
+                         shrink_s=round(sh.wall_s, 2) if sh else None, shrink_stopped=stopped,
+                         message=messages[0] if messages else "")
+        entry["case"] = None if path is None else Path(path).as_posix()
+        entry["replay"] = None if path is None else f"simharness replay {Path(path).as_posix()}"
+        failures.append(entry)
     cfg = r.config
     return {
         "runtime": cfg.runtime,
         "seed": cfg.seed,
         "examples": r.examples,
         "examples_per_s": round(r.examples_per_s, 1),
+        "slowest_example_s": round(r.slowest_s, 3),
         "failures": failures,
+        "new": [f["signature"] for f in failures if not f["known"]],
+        "known": [f["signature"] for f in failures if f["known"]],
         "coverage": summarize(r.coverage, r.examples),
         "outcomes": {k: r.statuses.get(k, 0) for k in ("pass", "fail", "fault_induced", "invalid")},
         "invalid": r.invalid[:5],
         "explore_s": round(r.explore_s, 2),
         "shrink_s": round(r.shrink_s, 2),
+        "interrupted": bool(interrupted),
         "reproduce": (f"simharness fuzz --runtime {cfg.runtime} --seed {cfg.seed} "
                       f"--examples {r.examples}"
                       + (f" --chunk-size {cfg.chunk_size}" if cfg.chunk_size != DEFAULT_CHUNK else "")
@@ -110,10 +172,15 @@ def campaign_summary(r: CampaignResult, paths: dict[str, tuple[Path, bool]]) -> 
     }
 
 
+_STOPPED = {"time": "shrinking stopped early: the time budget ran out",
+            "calls": "shrinking stopped at its test-call budget",
+            "interrupted": "not shrunk: the campaign was interrupted"}
+
+
 def print_summary(summary: dict[str, Any], out: IO[str]) -> None:
     s = summary
-    out.write(f"{s['examples']} examples under {s['runtime']} ({s['examples_per_s']}/s), "
-              f"outcomes {s['outcomes']}\n")
+    out.write(f"{s['examples']} examples under {s['runtime']} ({s['examples_per_s']}/s, slowest "
+              f"{s['slowest_example_s']:.2f} s), outcomes {s['outcomes']}\n")
     cov = s["coverage"]
     out.write(f"coverage {cov['reached']} graph features\n")
     for area in UNIVERSE:
@@ -123,8 +190,19 @@ def print_summary(summary: dict[str, Any], out: IO[str]) -> None:
     if not s["failures"]:
         out.write("no failure found\n")
     for f in s["failures"]:
-        where = f["case"] or "(not written)"
-        state = "known" if f["known"] else "new"
-        out.write(f"FAIL {f['signature']} x{f['count']}: {f['nodes']} nodes on {f['ranks']} "
-                  f"rank(s), {state} case {where}\n     {f['message'][:300]}\n")
+        size = f"{f['nodes']} nodes on {f['ranks']} rank(s)"
+        if f["known"]:
+            out.write(f"known {f['signature']} x{f['count']}: already in the corpus ({size})\n")
+        else:
+            how = _STOPPED.get(f["shrink_stopped"], "")
+            if not how:
+                how = "shrunk" if f["shrunk"] else "as found (--no-shrink)"
+                if f["shrunk"] and f["shrink_s"] is not None:
+                    how += f" in {f['shrink_s']:.1f} s"
+            out.write(f"FAIL {f['signature']} x{f['count']} (new): {size}, {how}\n")
+            if f["message"]:
+                out.write(f"     {shorten(f['message'], MESSAGE_CHARS)}\n")
+        out.write(f"     {f['replay'] or 'not written (--no-write)'}\n")
+    new, known = len(s["new"]), len(s["known"])
+    out.write(f"{new} new failure(s), {known} known\n")
     out.write(f"reproduce: {s['reproduce']}\n")
