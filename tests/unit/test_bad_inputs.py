@@ -236,3 +236,23 @@ def test_stdout_to_a_full_device_is_one_line_and_exit_2():
 def test_json_never_prints_nan(capsys):
     with pytest.raises(ValueError):
         cli._print_json({"x": math.nan})
+
+
+@pytest.mark.parametrize("name,overrides", [
+    ("alias_bomb", []), ("deep_nesting", []), ("integer_5000_digits", []),
+    ("iterations_times_requests", []), ("count_10_to_12", []),
+    ("count_negative", ["placement.node_groups[0].ranks[0]=100000000"]),
+    ("count_negative", ["workload[0].count=1000000000"]),
+])
+def test_refusals_cost_little_memory(name, overrides):
+    """The issue's costliest inputs are refused before they cost: well under 1 GB (here 64 MB)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ScenarioError):
+            load_scenario(BAD / f"{name}.yaml", overrides)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024 * 1024, f"{name}: peak {peak / 1e6:.0f} MB"
