@@ -61,7 +61,10 @@ class Imported:
 
 
 def default_configs_dir() -> Path:
-    spec = importlib.util.find_spec("mstar.default_configs")
+    try:
+        spec = importlib.util.find_spec("mstar.default_configs")
+    except ImportError:
+        spec = None
     if spec is None or not spec.submodule_search_locations:
         raise UsageError(f"mstar-ai is not installed; install it with: pip install --no-deps "
                          f"--ignore-requires-python mstar-ai=={PINNED}")
