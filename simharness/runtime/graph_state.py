@@ -23,6 +23,8 @@ runtime (`Semantics`):
   such a node inside a loop takes one chunk per pass and the request hangs at the second
   iteration (docs/fidelity.md). The Rust profiles keep such a node ready at every iteration.
 
+The compiled worker graph (`GraphSpec`, `Semantics`) lives in `graph_spec`.
+
 Structure. A worker graph has *root entities* (top-level nodes and loops); a loop has its own
 entities. Each registry counts completions; a loop completes an iteration when all its entities
 completed, and either finishes (last iteration or finish signal) or advances: ``curr_iter += 1``,
@@ -33,10 +35,9 @@ reset, and the saved external inputs are re-routed.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from simharness.graph.derive import loop_back_pairs, loop_external_inputs
-from simharness.graph.ir import Edge, Loop, Node, Pair, Parallel, Section, Sequential
+from simharness.graph.ir import Edge, Pair
+from simharness.runtime.graph_spec import GraphSpec, LoopSpec, loop_key, loop_of
 from simharness.runtime.signals import Signal
 
 # Ingest outcomes.
@@ -44,146 +45,6 @@ CURRENT = "current"        #: stored in the node's current slot
 NEXT = "next"              #: stored in the next-iteration slot
 PARKED = "parked"          #: stored, but the node's loop is done: it will not run (Rust)
 REJECTED = "rejected"      #: refused (not this graph, not an input, or both slots full)
-
-
-@dataclass(frozen=True)
-class Semantics:
-    loop_back_scope: str = "all"
-    park_in_done_loops: bool = False
-    entities_by_name: bool = True
-    stream_ready_once: bool = True
-
-
-class NodeSpec:
-    __slots__ = ("name", "inputs", "input_set", "n_inputs", "outputs", "output_ids", "loop",
-                 "async_scheduling", "stream_inputs", "plain_inputs")
-
-    def __init__(self, node: Node, loop: LoopSpec | None, stream_inputs: frozenset[str]) -> None:
-        self.name = node.name
-        self.inputs = node.inputs
-        self.input_set = frozenset(node.inputs)
-        self.n_inputs = len(node.inputs)
-        #: inputs fed by a StreamBuffer (one chunk per pass), and the others
-        self.stream_inputs = self.input_set & stream_inputs
-        self.plain_inputs = tuple(i for i in node.inputs if i not in stream_inputs)
-        self.outputs = node.outputs
-        #: identities of this node's own output edges (a loop's outputs are other Edge objects)
-        self.output_ids = frozenset(id(e) for e in node.outputs)
-        self.loop = loop
-        self.async_scheduling = node.async_scheduling
-
-
-class LoopSpec:
-    __slots__ = (
-        "name", "max_iters", "parent", "entities", "n_entities", "entity_of", "outputs",
-        "declared", "ext_inputs", "loop_back", "local_loop_back", "dynamic", "stop_by", "depth",
-    )
-
-    def __init__(self, loop: Loop, parent: LoopSpec | None) -> None:
-        self.name = loop.name
-        self.max_iters = loop.max_iters
-        self.parent = parent
-        #: entity keys this loop's registry manages (see `GraphSpec._registry`)
-        self.entities: tuple[str, ...] = ()
-        self.n_entities = 0
-        #: entity name -> its key in `entities`
-        self.entity_of: dict[str, str] = {}
-        #: declared outputs plus accumulated outputs (emitted once, when the loop finishes)
-        self.outputs: tuple[Edge, ...] = loop.outputs + loop.accumulated_outputs
-        #: mstar ``Loop.outputs``: what a registry sees as this entity's outputs
-        self.declared: tuple[Edge, ...] = loop.outputs
-        self.ext_inputs: frozenset[Pair] = loop_external_inputs(loop)
-        self.loop_back: frozenset[Pair] = loop_back_pairs(loop)
-        self.local_loop_back: frozenset[Pair] = frozenset()
-        self.dynamic = loop.stop is not None
-        #: nodes whose check_stop ends the loop (None: every node of the body)
-        self.stop_by = loop.stop.by if loop.stop is not None else None
-
-
-def loop_key(name: str) -> str:
-    # Entity keys: node names for nodes, "loop:<name>" for loops, so a loop may share a node's name.
-    return "loop:" + name
-
-
-def loop_of(key: str) -> str | None:
-    """The loop an entity key names (the inverse of `loop_key`); None for a node."""
-    return key[5:] if key.startswith("loop:") else None
-
-
-class GraphSpec:
-    """The compiled, immutable part of one worker graph, shared by all requests."""
-
-    def __init__(self, wg_id: str, walk: str, section: Section, semantics: Semantics,
-                 stream_inputs: frozenset[str] = frozenset()) -> None:
-        self.id = wg_id
-        self.walk = walk
-        self.semantics = semantics
-        self.stream_inputs = stream_inputs
-        self.nodes: dict[str, NodeSpec] = {}
-        self.loops: dict[str, LoopSpec] = {}
-        self.root, self.root_of = self._registry(self._compile(section, None))
-        self.n_root = len(self.root)
-        for lp in self.loops.values():
-            lp.local_loop_back = frozenset(p for p in lp.loop_back if p[1] in self.nodes)
-        #: nodes whose next iteration mstar would speculate (see `speculates`)
-        self.spec_nodes = frozenset(n for n in self.nodes if self.speculates(n))
-        #: what a finishing loop drops: the whole set, or (pre-fix Rust) the local pairs only
-        self.drop_on_exit = {
-            name: (lp.local_loop_back if semantics.loop_back_scope == "local" else lp.loop_back)
-            for name, lp in self.loops.items()
-        }
-
-    def speculates(self, node: str) -> bool:
-        """mstar speculates the next iteration of an async single-node loop whose every input is
-        its own loop-back (reference 4.5: "in practice, speculation = the next iteration of a
-        single-node loop with no external inputs")."""
-        ns = self.nodes[node]
-        lp = ns.loop
-        # The node's own outputs must feed every input it has: mstar only speculates targets
-        # inside the same worker graph, from the outputs the batch is about to produce.
-        own = {e.name for e in ns.outputs if e.to == node}
-        return (ns.async_scheduling and lp is not None and lp.n_entities == 1
-                and not ns.stream_inputs and all(i in own for i in ns.inputs))
-
-    def _compile(self, section: Section, loop: LoopSpec | None) -> list[str]:
-        """Register nodes and loops; return the entity keys managed directly by `loop`."""
-        if isinstance(section, Node):
-            self.nodes[section.name] = NodeSpec(section, loop, self.stream_inputs)
-            return [section.name]
-        if isinstance(section, Loop):
-            spec = LoopSpec(section, loop)
-            self.loops[section.name] = spec
-            spec.entities, spec.entity_of = self._registry(self._compile(section.body, spec))
-            spec.n_entities = len(spec.entities)
-            return [loop_key(section.name)]
-        assert isinstance(section, Sequential | Parallel)
-        out: list[str] = []
-        for part in section.sections:
-            out.extend(self._compile(part, loop))
-        return out
-
-    def _registry(self, keys: list[str]) -> tuple[tuple[str, ...], dict[str, str]]:
-        """The entities one registry manages, and name -> entity key.
-
-        mstar's Python registry is a dict keyed by name: a loop named like a node of the same
-        registry replaces it (or is replaced by it), keeping the first one's position.
-        """
-        of: dict[str, str] = {}
-        for key in keys:
-            of[self.entity_name(key)] = key
-        return tuple(of.values()), of
-
-    def entity_name(self, key: str) -> str:
-        """The name a registry knows an entity by."""
-        loop = loop_of(key)
-        return loop if loop is not None and self.semantics.entities_by_name else key
-
-    def entity_outputs(self, of: dict[str, str], name: str) -> tuple[Edge, ...]:
-        """mstar ``managed_entities[name].outputs``: the outputs of the entity that holds that
-        name in the registry (a loop's declared outputs, for a loop)."""
-        key = of.get(name, name)
-        loop = loop_of(key)
-        return self.nodes[key].outputs if loop is None else self.loops[loop].declared
 
 
 class LoopState:

@@ -14,7 +14,8 @@ from typing import Any
 
 from simharness.graph.ir import Edge
 from simharness.placement.layout import Layout
-from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphSpec, GraphState, Semantics
+from simharness.runtime.graph_spec import GraphSpec, Semantics
+from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphState
 from simharness.runtime.mstar_adapter import CARRIES, _Carried, graph_module
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.signals import Signal

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from simharness.placement.layout import Layout
-from simharness.runtime.graph_state import Semantics
+from simharness.runtime.graph_spec import Semantics
 from simharness.runtime.protocol import LoopPolicy
 from simharness.runtime.rank import RankRuntime
 

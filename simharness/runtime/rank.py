@@ -28,12 +28,8 @@ from dataclasses import dataclass, field
 
 from simharness.graph.ir import CLIENT, CONDUCTOR, Edge
 from simharness.placement.layout import Assignment, Layout
-from simharness.runtime.graph_state import (
-    REJECTED,
-    GraphSpec,
-    GraphState,
-    Semantics,
-)
+from simharness.runtime.graph_spec import GraphSpec, Semantics
+from simharness.runtime.graph_state import REJECTED, GraphState
 from simharness.runtime.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
 

@@ -28,8 +28,9 @@ the batch or the completions. What the loop does, as mstar does it:
   for a request this rank does not know yet are replayed at its NEW_REQUEST; messages for one
   it removed are parked for ever (mstar's ``_unprocessed_messages``, a leak the drain check
   reports).
-* **Reports**: client emits, new tokens, persisted signals and consumed final chunks are
-  buffered per request (`worker_parts.RequestRecord`) until its next worker-graphs-done report.
+* **Reports** (`worker_parts.Reports`): client emits, new tokens, persisted signals and
+  consumed final chunks are buffered per request (`worker_parts.RequestRecord`) until its next
+  worker-graphs-done report.
 
 Nothing here reads a clock: `now` comes from the driver.
 """
@@ -44,24 +45,28 @@ from simharness.runtime.effects import Arrived, Choose, Effects, Finished, Start
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.graph_state import REJECTED, GraphState
 from simharness.runtime.messages import (
-    CLIENT_ID,
     CONDUCTOR_ID,
     InputSignals,
     KvPullDone,
     NewRequest,
     ProducerDone,
     RemoveRequest,
-    ResultTensors,
     ScheduleTp,
     Send,
     StopLoops,
-    WorkerGraphsDoneMsg,
 )
 from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol
 from simharness.runtime.rank import Completion
 from simharness.runtime.scheduler import Batch, MicroScheduler
 from simharness.runtime.signals import Signal
-from simharness.runtime.worker_parts import KvPulls, Lockstep, RequestRecord, Speculation, Teardown
+from simharness.runtime.worker_parts import (
+    KvPulls,
+    Lockstep,
+    Reports,
+    RequestRecord,
+    Speculation,
+    Teardown,
+)
 
 
 class WorkerLoop:
@@ -70,6 +75,7 @@ class WorkerLoop:
     speculation_class: type[Speculation] = Speculation
     kv_class: type[KvPulls] = KvPulls
     teardown_class: type[Teardown] = Teardown
+    reports_class: type[Reports] = Reports
 
     def __init__(
         self,
@@ -98,6 +104,7 @@ class WorkerLoop:
         self.lockstep = self.lockstep_class(self)
         self.speculation = self.speculation_class(self)
         self.kv = self.kv_class(self)
+        self.reports = self.reports_class(self)
         # Fast paths: most layouts have no gated node and no stream here.
         self._gated = {n for n, f in self.scenario.nodes.items() if f.script or f.kv_label}
         #: nodes inside a dynamic loop (their check_stop may end it)
@@ -377,49 +384,9 @@ class WorkerLoop:
                             c.loop_context, tuple(c.routes), tuple(sorted(c.filtered)) if c.filtered else (),
                             tuple(c.finished_loops), tuple(c.completed_wgs)))
         # mstar sends per request: INPUT_SIGNALS to peers, emits, streams, then the report.
+        route = self.reports.route
         for c in completions:
-            sends.extend(self._route(c, label, now))
-        return sends
-
-    def _route(self, c: Completion, label: str | None, now: float) -> list[Send]:
-        """The sends of one completion, and its report when it completed worker graphs."""
-        rank = self.rank
-        sends = []
-        rec = self.records[c.rid]
-        to_ranks = c.to_ranks
-        for r in sorted(to_ranks) if len(to_ranks) > 1 else to_ranks:
-            sigs = to_ranks[r]
-            nbytes = 0
-            for s in sigs:
-                nbytes += s.nbytes
-            sends.append(Send(r, nbytes, InputSignals(rid=c.rid, walk=c.walk, pass_no=c.pass_no,
-                                                      signals=sigs, src=rank)))
-        if c.to_conductor:
-            rec.persist.extend(c.to_conductor)
-        for s in c.to_client:
-            sends.append(Send(CLIENT_ID, s.nbytes, ResultTensors(rid=c.rid, rank=rank, signal=s)))
-        if c.to_client:
-            rec.emits += len(c.to_client)
-        if c.new_tokens and c.tp_rank == 0:
-            rec.tokens += c.new_tokens
-        if c.stream_local:
-            self.runtime.deliver(c.rid, c.walk, c.pass_no, c.stream_local)
-        if c.partition_done:
-            rec.partitions_done.add(c.partition)
-        if c.completed_wgs:
-            persist, rec.persist = rec.persist, []
-            emits, rec.emits = rec.emits, 0
-            tokens, rec.tokens = rec.tokens, 0
-            done_parts = rec.partitions_done
-            kv = {}
-            if label is not None and c.tp_rank == 0:
-                kv = {label: rec.kv_local.get(label, 0)}
-            self.emit(ev.WorkerGraphsDone(now, rank, c.rid, tuple(c.completed_wgs), c.pass_no))
-            sends.append(Send(CONDUCTOR_ID, 0, WorkerGraphsDoneMsg(
-                rid=c.rid, rank=rank, wgs=list(c.completed_wgs), persist=persist,
-                pass_no=c.pass_no, emits=emits, partition_done=c.partition in done_parts,
-                new_tokens=tokens, kv=kv, tp_rank=c.tp_rank)))
-            rec.partitions_done = done_parts - {c.partition}
+            sends.extend(route(c, label, now))
         return sends
 
 

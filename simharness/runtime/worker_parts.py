@@ -9,10 +9,13 @@
 * `Lockstep`: TP instances: the leader's SCHEDULE_TP, the follower's queue of leader batches;
 * `Speculation`: mstar's async scheduling of a self-loop's next step, and the stops it outruns;
 * `KvPulls`: where each KV label's pages are, and the pulls in flight. Its `wait` is a pure
-  predicate; a pull starts only when the loop asks (`start`), for work the scheduler held.
+  predicate; a pull starts only when the loop asks (`start`), for work the scheduler held;
+* `Reports`: the sends of one completion and the report buffering until the request's next
+  worker-graphs-done report.
 
 Each is a plain class a runtime may subclass and plug in through the loop's class attributes
-(``lockstep_class``, ``speculation_class``, ``kv_class``). Pure: no clock, no I/O.
+(``lockstep_class``, ``speculation_class``, ``kv_class``, ``teardown_class``,
+``reports_class``). Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -22,11 +25,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from simharness import events as ev
-from simharness.runtime.messages import KvPullDone, ScheduleTp, Send
+from simharness.runtime.messages import (
+    CLIENT_ID,
+    CONDUCTOR_ID,
+    InputSignals,
+    KvPullDone,
+    ResultTensors,
+    ScheduleTp,
+    Send,
+    WorkerGraphsDoneMsg,
+)
 from simharness.runtime.scheduler import Batch
 from simharness.runtime.signals import Signal
 
 if TYPE_CHECKING:
+    from simharness.runtime.rank import Completion
     from simharness.runtime.worker_loop import WorkerLoop
 
 
@@ -278,3 +291,54 @@ class KvPulls:
     def drop(self, rid: str) -> None:
         self.pulling = {k for k in self.pulling if k[0] != rid}
 
+
+class Reports:
+    """What one completion sends (mstar sends per request: INPUT_SIGNALS to peers, emits,
+    streams, then the report), and the report buffering: client emits, new tokens, persisted
+    signals and consumed final chunks wait in the request's `RequestRecord` until its next
+    worker-graphs-done report."""
+
+    def __init__(self, loop: WorkerLoop) -> None:
+        self.loop = loop
+
+    def route(self, c: Completion, label: str | None, now: float) -> list[Send]:
+        """The sends of one completion, and its report when it completed worker graphs."""
+        loop = self.loop
+        rank = loop.rank
+        sends = []
+        rec = loop.records[c.rid]
+        to_ranks = c.to_ranks
+        for r in sorted(to_ranks) if len(to_ranks) > 1 else to_ranks:
+            sigs = to_ranks[r]
+            nbytes = 0
+            for s in sigs:
+                nbytes += s.nbytes
+            sends.append(Send(r, nbytes, InputSignals(rid=c.rid, walk=c.walk, pass_no=c.pass_no,
+                                                      signals=sigs, src=rank)))
+        if c.to_conductor:
+            rec.persist.extend(c.to_conductor)
+        for s in c.to_client:
+            sends.append(Send(CLIENT_ID, s.nbytes, ResultTensors(rid=c.rid, rank=rank, signal=s)))
+        if c.to_client:
+            rec.emits += len(c.to_client)
+        if c.new_tokens and c.tp_rank == 0:
+            rec.tokens += c.new_tokens
+        if c.stream_local:
+            loop.runtime.deliver(c.rid, c.walk, c.pass_no, c.stream_local)
+        if c.partition_done:
+            rec.partitions_done.add(c.partition)
+        if c.completed_wgs:
+            persist, rec.persist = rec.persist, []
+            emits, rec.emits = rec.emits, 0
+            tokens, rec.tokens = rec.tokens, 0
+            done_parts = rec.partitions_done
+            kv = {}
+            if label is not None and c.tp_rank == 0:
+                kv = {label: rec.kv_local.get(label, 0)}
+            loop.emit(ev.WorkerGraphsDone(now, rank, c.rid, tuple(c.completed_wgs), c.pass_no))
+            sends.append(Send(CONDUCTOR_ID, 0, WorkerGraphsDoneMsg(
+                rid=c.rid, rank=rank, wgs=list(c.completed_wgs), persist=persist,
+                pass_no=c.pass_no, emits=emits, partition_done=c.partition in done_parts,
+                new_tokens=tokens, kv=kv, tp_rank=c.tp_rank)))
+            rec.partitions_done = done_parts - {c.partition}
+        return sends

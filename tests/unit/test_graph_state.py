@@ -3,15 +3,8 @@
 import itertools
 
 from simharness.graph.ir import Edge, Loop, Node, Sequential
-from simharness.runtime.graph_state import (
-    CURRENT,
-    NEXT,
-    PARKED,
-    REJECTED,
-    GraphSpec,
-    GraphState,
-    Semantics,
-)
+from simharness.runtime.graph_spec import GraphSpec, Semantics
+from simharness.runtime.graph_state import CURRENT, NEXT, PARKED, REJECTED, GraphState
 from simharness.runtime.signals import Signal
 
 _seq = itertools.count()

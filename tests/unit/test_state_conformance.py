@@ -13,7 +13,8 @@ import itertools
 import pytest
 
 from simharness.graph.ir import Edge, Loop, Node, Sequential
-from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphSpec, GraphState, Semantics
+from simharness.runtime.graph_spec import GraphSpec, Semantics
+from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphState
 from simharness.runtime.protocol import WorkerGraphState
 from simharness.runtime.signals import ORIGIN_WALK_START, Signal
 from tests.helpers import needs_mstar
