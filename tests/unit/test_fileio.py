@@ -29,3 +29,17 @@ def test_bytes(tmp_path):
     p = tmp_path / "b.bin"
     fileio.write_bytes(p, b"\x00\x01")
     assert p.read_bytes() == b"\x00\x01"
+
+
+def test_new_file_gets_the_umask_mode_and_a_replaced_file_keeps_its_mode(tmp_path):
+    import os
+    old = os.umask(0o022)
+    try:
+        p = tmp_path / "new.txt"
+        fileio.write_text(p, "x")
+        assert p.stat().st_mode & 0o777 == 0o644
+        p.chmod(0o600)
+        fileio.write_text(p, "y")
+        assert p.stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
