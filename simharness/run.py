@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
+from simharness.checks.forwards import ForwardsCheck
 from simharness.engine.simulation import SimResult, Simulation
 from simharness.errors import ScenarioError, UsageError
 from simharness.runtime import registry
@@ -70,15 +71,22 @@ def judge(checks: list[Any], scenario: Scenario, layout: Any,
 
 def simulate(
     scenario: Scenario, runtime_name: str | None = None, keep_trace: bool = True,
-    observers: Iterable[Any] = (),
+    observers: Iterable[Any] = (), digest: bool = True,
 ) -> tuple[SimResult, list[Violation]]:
-    """Run once with every built-in check (and `observers`, which see the same events)."""
+    """Run once with every built-in check (and `observers`, which see the same events).
+
+    `keep_trace`: keep every event in memory (``result.events``) for a trace file, a report or
+    a diff of two runs. Without it memory stays flat in finished requests and the digest is
+    computed as the run goes; ``digest=False`` skips even that, for a caller that never asks.
+    """
     runtime = build_runtime(scenario, runtime_name)
     checks = builtin_checks(scenario)
     guard = next((c for c in checks if c.name == "liveness"), None)
     sim = Simulation(scenario, runtime, observers=[*checks, *observers], keep_trace=keep_trace,
-                     guard=guard)
+                     guard=guard, digest=digest)
     result = sim.run()
+    # The forwards check's log is what the summary and the console show.
+    result.forward_log = next((c.log for c in checks if isinstance(c, ForwardsCheck)), None)
     return result, judge(checks, scenario, result.layout, result.outcomes)
 
 
@@ -89,8 +97,8 @@ def run_scenario(
     check_determinism: bool = False,
     keep_trace: bool = True,
 ) -> RunReport:
-    """Run once and check. `keep_trace`: keep every event on the result (reports and traces
-    read them afterwards)."""
+    """Run with every check; `keep_trace` as in `simulate` (the CLI keeps the events only for
+    ``--trace`` and ``--report``)."""
     scenario = with_seed(scenario, seed)
     t0 = time.perf_counter()
     result, violations = simulate(scenario, runtime_name, keep_trace=keep_trace)
@@ -98,11 +106,15 @@ def run_scenario(
     wall = time.perf_counter() - t0
     report = RunReport(scenario, result.runtime, "sim", result, violations, digest, wall)
     if check_determinism:
-        again, _ = simulate(scenario, runtime_name)
+        again, _ = simulate(scenario, runtime_name, keep_trace=keep_trace)
         second = again.recorder.digest()
         report.extra["determinism"] = {"first": digest, "second": second}
         if second != digest:
-            first_diff = _first_difference(result.events, again.events)
+            a, b = result.events, again.events
+            if not keep_trace:  # neither run kept its events: two more that do, to find where
+                a = simulate(scenario, runtime_name)[0].events
+                b = simulate(scenario, runtime_name)[0].events
+            first_diff = _first_difference(a, b)
             violations.append(Violation(
                 "determinism",
                 f"the same scenario and seed gave two trace digests ({digest[:19]}... and "

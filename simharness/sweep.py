@@ -102,7 +102,7 @@ def run_cell(cell: Cell) -> CellResult:
     sc = load_scenario(cell.scenario, list(cell.overrides))
     seed = sc.seed if cell.seed is None else cell.seed
     try:
-        report = run_scenario(sc, cell.runtime, seed)
+        report = run_scenario(sc, cell.runtime, seed, keep_trace=False)
     except (ScenarioError, UsageError):
         raise
     except Exception as exc:  # a harness error in one cell must not lose the others

@@ -1,9 +1,14 @@
-"""The event recorder: keeps the trace, feeds observers, and digests it.
+"""The event recorder: feeds observers, digests the trace, and keeps it when asked to.
 
 Observers subscribe per event type (``on_<EventName>`` methods, e.g. ``on_Forward``); the
-recorder resolves them once, so an event costs one list append plus one call per interested
-observer. The digest is a sha256 over the canonical text of every event: same scenario, seed and
-runtime give the same digest, and any difference in what ran, when, or where changes it.
+recorder resolves them once, so an event costs one call per interested observer. The digest is a
+sha256 over the canonical text of every event: same scenario, seed and runtime give the same
+digest, and any difference in what ran, when, or where changes it.
+
+A run keeps its events in memory only when something needs them afterwards (a trace file, a
+report, a diff of two runs): ``keep=True``. Otherwise the digest is computed as events happen
+and memory does not grow with the length of the run; the digest is the same either way (events
+are immutable tuples, so their text at emission is their text at the end).
 """
 
 from __future__ import annotations
@@ -21,13 +26,26 @@ from simharness.runtime.signals import Signal
 EVENT_TYPES: tuple[type, ...] = get_args(ev.Event)
 
 
+#: events hashed per update when digesting as events happen (one update per block, not two
+#: per event)
+BLOCK = 4096
+
+
 class Recorder:
-    def __init__(self, observers: Iterable[Any] = (), keep: bool = True) -> None:
+    def __init__(self, observers: Iterable[Any] = (), keep: bool = True, digest: bool = True) -> None:
+        #: every event, in order, when `keep`; else empty
         self.events: list[Any] = []
         self.keep = keep
+        #: whether `digest()` can be asked for (digesting costs the canonical text of each event)
+        self.digesting = digest
         self._handlers: dict[type, list[Callable[[Any], None]]] = {t: [] for t in EVENT_TYPES}
+        # Without the events, the digest is fed as they happen: texts of the current block.
+        self._hash = hashlib.sha256()
+        self._pending: list[str] = []
         for obs in observers:
             self.subscribe(obs)
+        if not keep and digest:
+            self.emit = self._emit_digesting  # type: ignore[method-assign]
 
     def subscribe(self, observer: Any) -> None:
         for t in EVENT_TYPES:
@@ -41,16 +59,35 @@ class Recorder:
         for fn in self._handlers[type(event)]:
             fn(event)
 
+    def _emit_digesting(self, event: Any) -> None:
+        pending = self._pending
+        pending.append(canonical(event))
+        if len(pending) >= BLOCK:
+            self._flush()
+        for fn in self._handlers[type(event)]:
+            fn(event)
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._hash.update(("\n".join(self._pending) + "\n").encode())
+            self._pending = []
+
     def digest(self) -> str:
-        # Same bytes as hashing "canonical(e)\n" event by event, fed in blocks: one update per
-        # block instead of two per event.
+        # Same bytes as hashing "canonical(e)\n" event by event, fed in blocks.
+        if not self.keep:
+            if not self.digesting:
+                raise RuntimeError("this run neither kept its events nor digested them")
+            self._flush()
+            return "sha256:" + self._hash.copy().hexdigest()
         h = hashlib.sha256()
-        events, block = self.events, 4096
-        for i in range(0, len(events), block):
-            h.update("".join([canonical(e) + "\n" for e in events[i:i + block]]).encode())
+        events = self.events
+        for i in range(0, len(events), BLOCK):
+            h.update("".join([canonical(e) + "\n" for e in events[i:i + BLOCK]]).encode())
         return "sha256:" + h.hexdigest()
 
     def write_jsonl(self, path: str | Path) -> None:
+        if not self.keep:
+            raise RuntimeError("this run did not keep its events (keep_trace=False)")
         with open(path, "w", encoding="utf-8") as fh:
             for e in self.events:
                 fh.write(json.dumps(to_json(e), separators=(",", ":")) + "\n")

@@ -3,11 +3,15 @@
 ``forwards_per_request: {walk: {node: n}}``: every request that completed and whose kind takes
 that walk ran the node `n` times in that walk (all passes together) on each rank that hosts it.
 ``per_request_kind: {kind: {walk: {node: n}}}``: the same, for the requests of one kind.
+
+A finished request's counts are frozen into an interned tuple (requests that ran alike share
+it), so what the check keeps does not grow with the requests a run has finished.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
@@ -21,35 +25,49 @@ class ExpectCheck:
         if scenario is not None and not (scenario.expect.forwards_per_request
                                          or scenario.expect.per_request_kind):
             self.on_Forward = None  # type: ignore[assignment]  # nothing expected: nothing to count
-        self.counts: Counter[tuple[str, str, int, str]] = Counter()
-        self.admitted: dict[str, ev.Admitted] = {}
+        #: rid -> (walk, node, rank) -> forwards; a finished request's is a frozen tuple of items
+        self.counts: dict[str, Counter[tuple[str, str, int]] | tuple[Any, ...]] = {}
+        #: rid -> (request kind, walks, placement)
+        self.admitted: dict[str, tuple[str, tuple[str, ...], Any]] = {}
+        self._interned: dict[Any, Any] = {}
 
     def on_Admitted(self, e: ev.Admitted) -> None:
-        self.admitted[e.rid] = e
+        facts = (e.request_kind, e.walks, e.placement)
+        self.admitted[e.rid] = self._interned.setdefault(facts, facts)
 
     def on_Forward(self, e: ev.Forward) -> None:
-        self.counts[(e.walk, e.node, e.rank, e.rid)] += 1
+        have = self.counts.get(e.rid)
+        if type(have) is not Counter:
+            have = self.counts[e.rid] = Counter(dict(have or ()))  # a late forward reopens
+        have[(e.walk, e.node, e.rank)] += 1
+
+    def on_RequestEnded(self, e: ev.RequestEnded) -> None:
+        have = self.counts.get(e.rid)
+        if type(have) is Counter:
+            frozen = tuple(sorted(have.items()))
+            self.counts[e.rid] = self._interned.setdefault(frozen, frozen)
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = []
         for rid in sorted(self.admitted, key=rid_order):
             if ctx.outcomes.get(rid) != "completed":
                 continue
-            adm = self.admitted[rid]
-            placement = dict(adm.placement)
+            request_kind, walks, placement_items = self.admitted[rid]
+            placement = dict(placement_items)
+            counts = dict(self.counts.get(rid, ()))
             # walk -> node -> (count, the expect key it came from); a kind's own count wins
             wanted: dict[str, dict[str, tuple[int, str]]] = {}
             for walk, per_node in ctx.scenario.expect.forwards_per_request.items():
                 wanted[walk] = {node: (n, "expect.forwards_per_request") for node, n in per_node.items()}
-            source = f"expect.per_request_kind.{adm.request_kind}"
-            for walk, per_node in ctx.scenario.expect.per_request_kind.get(adm.request_kind, {}).items():
+            source = f"expect.per_request_kind.{request_kind}"
+            for walk, per_node in ctx.scenario.expect.per_request_kind.get(request_kind, {}).items():
                 wanted.setdefault(walk, {}).update({node: (n, source) for node, n in per_node.items()})
             for walk, per_node in wanted.items():
-                if walk not in adm.walks:
+                if walk not in walks:
                     continue
                 for node, (n, key) in per_node.items():
                     for rank in placement[ctx.layout.wg_of[(walk, node)]]:
-                        got = self.counts[(walk, node, rank, rid)]
+                        got = counts.get((walk, node, rank), 0)
                         if got != n:
                             out.append(Violation(
                                 self.name,

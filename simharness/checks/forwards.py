@@ -10,6 +10,10 @@ forward on a rank that should not run the node, or counters out of sequence are 
 A speculative forward whose output was discarded (the overshoot after a dynamic stop) is not a
 completion: it is allowed once per dynamic stop and counted apart.
 
+What the check keeps stays flat in finished requests: a request's forwards (`ForwardLog`) and
+its walks are frozen into shared, interned tuples when it ends (requests that ran alike share one
+copy), and thawed again only if a late event for it arrives. The run summary reads the same log.
+
 Passes the request never completed (it hung, or timed out) are left to `liveness`. Forwards are
 attributed to the pass the rank believed current, so a stray pass after a loop ended counts
 against the pass it followed. A stream-fed walk that repeats until its final chunk does not tell
@@ -19,49 +23,141 @@ its ranks about each new pass (mstar sends it nothing), so its forwards are comp
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, counters_text, rid_order
 from simharness.rng import draw_stop
 
 Key = tuple[str, str, int, str]  # walk, node, rank, rid
+Place = tuple[str, str, int]  # walk, node, rank
+#: a request's forwards: place -> (pass, counter) of each forward, in the order they ran
+Log = dict[Place, list[tuple[int, int | None]]]
+
+
+class ForwardLog:
+    """Every forward of a run, per request, flat in finished requests.
+
+    While a request runs its forwards are appended to lists; when it ends (`close`) they become
+    one tuple, interned: the thousands of requests of a soak that ran alike share one copy, so
+    what a finished request costs is one dict entry. A forward for a closed request (a stray
+    after the end) reopens it.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[str, Log] = {}
+        self._closed: dict[str, tuple[tuple[Place, tuple[tuple[int, int | None], ...]], ...]] = {}
+        self._interned: dict[Any, Any] = {}
+
+    def add(self, e: ev.Forward) -> None:
+        log = self._open.get(e.rid)
+        if log is None:
+            log = self._reopen(e.rid)
+        place = (e.walk, e.node, e.rank)
+        runs = log.get(place)
+        if runs is None:
+            runs = log[place] = []
+        runs.append((e.pass_no, e.counter))
+
+    def close(self, rid: str) -> None:
+        log = self._open.pop(rid, None)
+        if log is not None:
+            frozen = tuple(sorted((place, tuple(runs)) for place, runs in log.items()))
+            self._closed[rid] = self._interned.setdefault(frozen, frozen)
+
+    def _reopen(self, rid: str) -> Log:
+        frozen = self._closed.pop(rid, ())
+        log = self._open[rid] = {place: list(runs) for place, runs in frozen}
+        return log
+
+    def rids(self) -> list[str]:
+        return [*self._closed, *self._open]
+
+    def of(self, rid: str) -> Log | dict[Place, tuple[tuple[int, int | None], ...]]:
+        """One request's forwards (read only)."""
+        log = self._open.get(rid)
+        return log if log is not None else dict(self._closed.get(rid, ()))
+
+    def counts(self) -> Iterator[tuple[Key, int]]:
+        """(walk, node, rank, rid) -> number of forwards, for every place."""
+        for rid in self.rids():
+            for (walk, node, rank), runs in self.of(rid).items():
+                yield (walk, node, rank, rid), len(runs)
+
+    def counters(self) -> Iterator[tuple[Key, list[int | None]]]:
+        """(walk, node, rank, rid) -> loop counters in the order they ran, for every place."""
+        for rid in self.rids():
+            for (walk, node, rank), runs in self.of(rid).items():
+                yield (walk, node, rank, rid), [c for _, c in runs]
+
+
+def intern(table: dict[Any, Any], value: Any) -> Any:
+    """`value`, or the equal one already in `table` (so equal values share one object)."""
+    return table.setdefault(value, value)
 
 
 class ForwardsCheck:
     name = "forwards"
 
     def __init__(self) -> None:
-        #: (walk, node, rank, rid) -> pass -> counters in order
-        self.observed: dict[Key, dict[int, list[int | None]]] = defaultdict(lambda: defaultdict(list))
-        self.admitted: dict[str, ev.Admitted] = {}
-        self.started: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        self.passes_done: dict[str, set[tuple[str, int]]] = defaultdict(set)
+        #: every forward, per request
+        self.log = ForwardLog()
+        #: rid -> (request kind, placement) of its admission
+        self.admitted: dict[str, tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]] = {}
+        self.started: dict[str, list[tuple[str, int]] | tuple[tuple[str, int], ...]] = {}
+        self.passes_done: dict[str, set[tuple[str, int]] | frozenset[tuple[str, int]]] = {}
         self.overshoots: dict[Key, int] = defaultdict(int)
+        self._interned: dict[Any, Any] = {}
 
     def on_Admitted(self, e: ev.Admitted) -> None:
-        self.admitted[e.rid] = e
+        self.admitted[e.rid] = (e.request_kind, intern(self._interned, e.placement))
 
     def on_WalkStarted(self, e: ev.WalkStarted) -> None:
-        self.started[e.rid].append((e.walk, e.pass_no))
+        have = self.started.get(e.rid)
+        if type(have) is not list:
+            have = self.started[e.rid] = list(have or ())
+        have.append((e.walk, e.pass_no))
 
     def on_PassDone(self, e: ev.PassDone) -> None:
-        self.passes_done[e.rid].add((e.walk, e.pass_no))
+        have = self.passes_done.get(e.rid)
+        if type(have) is not set:
+            have = self.passes_done[e.rid] = set(have or ())
+        have.add((e.walk, e.pass_no))
 
     def on_Forward(self, e: ev.Forward) -> None:
-        self.observed[(e.walk, e.node, e.rank, e.rid)][e.pass_no].append(e.counter)
+        self.log.add(e)
 
     def on_Overshoot(self, e: ev.Overshoot) -> None:
         self.overshoots[(e.walk, e.node, e.rank, e.rid)] += 1
 
-    def expected(self, ctx: RunContext) -> tuple[dict[Key, dict[int, list[int | None]]], set[Key]]:
-        """Expected counters per key and pass, and the keys compared in total (repeated walks)."""
-        sc = ctx.scenario
+    def on_RequestEnded(self, e: ev.RequestEnded) -> None:
+        # Freeze what the request left: shared with every request that ran alike.
+        rid = e.rid
+        self.log.close(rid)
+        if rid in self.started:
+            self.started[rid] = intern(self._interned, tuple(self.started[rid]))
+        if rid in self.passes_done:
+            self.passes_done[rid] = intern(self._interned, frozenset(self.passes_done[rid]))
+
+    def expected(self, ctx: RunContext, rid: str | None = None
+                 ) -> tuple[dict[Key, dict[int, list[int | None]]], set[Key]]:
+        """Expected counters per key and pass of one request (of every request without `rid`),
+        and the keys compared in total (repeated walks)."""
         exp: dict[Key, dict[int, list[int | None]]] = defaultdict(dict)
         totals: set[Key] = set()
-        for rid, adm in self.admitted.items():
-            kind = sc.requests[adm.request_kind]
+        for one in ([rid] if rid is not None else list(self.admitted)):
+            self._expect(ctx, one, exp, totals)
+        return exp, totals
+
+    def _expect(self, ctx: RunContext, rid: str, exp: dict[Key, dict[int, list[int | None]]],
+                totals: set[Key]) -> None:
+        sc = ctx.scenario
+        if rid in self.admitted:
+            request_kind, placement_items = self.admitted[rid]
+            kind = sc.requests[request_kind]
             repeating = {st.walk for steps in kind.partitions.values() for st in steps if st.until_final}
-            placement = dict(adm.placement)
+            placement = dict(placement_items)
             for walk, p in self.started.get(rid, ()):
                 if (walk, p) not in self.passes_done.get(rid, ()):
                     continue
@@ -83,17 +179,35 @@ class ForwardsCheck:
                             exp[key][-1] = exp[key].get(-1, []) + seq
                         else:
                             exp[key][p] = seq
-        return exp, totals
+
+    def _observed(self, rid: str) -> dict[Key, dict[int, list[int | None]]]:
+        """One request's forwards as key -> pass -> counters in order."""
+        out: dict[Key, dict[int, list[int | None]]] = {}
+        for (walk, node, rank), runs in self.log.of(rid).items():
+            per_pass: dict[int, list[int | None]] = defaultdict(list)
+            for p, c in runs:
+                per_pass[p].append(c)
+            out[(walk, node, rank, rid)] = per_pass
+        return out
 
     def finish(self, ctx: RunContext) -> list[Violation]:
-        expected, totals = self.expected(ctx)
+        # Request by request, so that the whole run's forwards are never expanded at once.
         out: list[Violation] = []
-        keys = set(expected) | set(self.observed)
-        for key in sorted(keys, key=lambda k: (rid_order(k[3]), k[0], k[1], k[2])):
+        for rid in sorted(set(self.admitted) | set(self.log.rids()), key=rid_order):
+            expected, totals = self.expected(ctx, rid)
+            observed = self._observed(rid)
+            keys = set(expected) | set(observed)
+            out.extend(self._compare(ctx, sorted(keys), expected, totals, observed))
+        return out
+
+    def _compare(self, ctx: RunContext, keys: list[Key], expected: dict[Key, dict[int, list[int | None]]],
+                 totals: set[Key], observed: dict[Key, dict[int, list[int | None]]]) -> list[Violation]:
+        out: list[Violation] = []
+        for key in keys:
             walk, node, rank, rid = key
             done = {p for w, p in self.passes_done.get(rid, ()) if w == walk}
             exp = expected.get(key, {})
-            obs = self.observed.get(key, {})
+            obs = observed.get(key, {})
             message = None
             if key in totals:
                 got = [c for p in sorted(obs) for c in obs[p]]

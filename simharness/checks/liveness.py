@@ -17,6 +17,10 @@ and bumps `trips`. It never acts itself: the driver reads `trips` after each ste
 compare) and tears the request down, or ends the run if the same work keeps going after that.
 The violation names the request, the node and rank, how far past the explained count it ran,
 and the cycle: the forwards of that request between the node's last two forwards.
+
+What the count keeps stays flat in finished requests: when a request ends its counts and its
+window of recent forwards are frozen into one interned tuple (requests that ran alike share it)
+and thawed only if a forward for it comes later, so nothing restarts.
 """
 
 from __future__ import annotations
@@ -71,6 +75,13 @@ class LivenessCheck:
         self._counts: dict[Key, int] = {}
         self._next_trip: dict[Key, int] = {}
         self._recent: dict[str, deque[str]] = {}
+        #: rid -> the keys of that request in `_counts` (so its end can freeze them)
+        self._keys_of: dict[str, list[Key]] = {}
+        #: rid -> (((walk, node, rank), count, next trip), ...), recent window) of an ended request
+        self._ended: dict[str, tuple[tuple[tuple[tuple[str, str, int], int, int | None], ...],
+                                     tuple[str, ...]]] = {}
+        self._interned: dict[object, object] = {}
+        self._labels: dict[tuple[str, int], str] = {}
 
     def on_Stalled(self, e: ev.Stalled) -> None:
         self.stalls.append(e)
@@ -83,18 +94,46 @@ class LivenessCheck:
         if self._facts is None:
             return
         rid = e.rid
+        if rid in self._ended:
+            self._thaw(rid)
         recent = self._recent.get(rid)
         if recent is None:
             recent = self._recent[rid] = deque(maxlen=_RECENT)
-        recent.append(f"{e.node}@{e.rank}")
+        label = self._labels.get((e.node, e.rank))
+        if label is None:  # one string per (node, rank), shared by every request's window
+            label = self._labels[(e.node, e.rank)] = f"{e.node}@{e.rank}"
+        recent.append(label)
         key = (rid, e.walk, e.node, e.rank)
         n = self._counts.get(key, 0) + 1
+        if n == 1:
+            self._keys_of.setdefault(rid, []).append(key)
         self._counts[key] = n
         limit = self._next_trip.get(key)
         if limit is None:
             limit = self._next_trip[key] = self._limit(rid, e.walk, e.node)
         if n > limit:
             self._trip(e, key, n, limit)
+
+    def on_RequestEnded(self, e: ev.RequestEnded) -> None:
+        keys = self._keys_of.pop(e.rid, None)
+        if keys is None:
+            return
+        counts, trips = self._counts, self._next_trip
+        intern = self._interned.setdefault
+        tally = tuple(sorted((k[1:], counts.pop(k), trips.pop(k, None)) for k in keys))
+        window = tuple(self._recent.pop(e.rid, ()))
+        self._ended[e.rid] = (intern(tally, tally), intern(window, window))  # type: ignore[assignment]
+
+    def _thaw(self, rid: str) -> None:
+        frozen, recent = self._ended.pop(rid)
+        self._recent[rid] = deque(recent, maxlen=_RECENT)
+        keys = self._keys_of[rid] = []
+        for (walk, node, rank), n, limit in frozen:
+            key = (rid, walk, node, rank)
+            keys.append(key)
+            self._counts[key] = n
+            if limit is not None:
+                self._next_trip[key] = limit
 
     def _explained(self, rid: str, walk: str, node: str) -> int:
         per_pass = self._per_pass.get((walk, node))

@@ -26,6 +26,7 @@ class TpAgreementCheck:
             # No lockstep instance in this layout: nothing to observe.
             self.on_Forward = self.on_BatchStarted = None  # type: ignore[assignment]
         self._placement: dict[str, dict[str, tuple[int, ...]]] = {}
+        self._placements: dict[tuple, dict[str, tuple[int, ...]]] = {}
         #: rank -> [(node, walk, rids)] in the order the rank started them
         self.batches: dict[int, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
         #: (rid, walk, node, pass, counter, rank) -> (filtered, finished, completed wgs)
@@ -33,7 +34,11 @@ class TpAgreementCheck:
         self.leaks: list[tuple[ev.Forward, list[str]]] = []
 
     def on_Admitted(self, e: ev.Admitted) -> None:
-        self._placement[e.rid] = dict(e.placement)
+        # Requests placed alike share one dict: what a finished request costs stays small.
+        placement = self._placements.get(e.placement)
+        if placement is None:
+            placement = self._placements[e.placement] = dict(e.placement)
+        self._placement[e.rid] = placement
 
     def on_BatchStarted(self, e: ev.BatchStarted) -> None:
         self.batches[e.rank].append((e.node, e.walk, e.rids))

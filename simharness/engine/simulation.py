@@ -79,6 +79,9 @@ class SimResult:
     outcomes: dict[str, str] = field(default_factory=dict)
     #: what the runtime under test wants its user to know (e.g. a fallback it took)
     notes: tuple[str, ...] = ()
+    #: every forward per request (`checks.forwards.ForwardLog`), set by the runner that ran the
+    #: checks; what the summary reads, kept or not kept trace alike
+    forward_log: Any = None
 
     @property
     def events(self) -> list[Any]:
@@ -94,6 +97,7 @@ class Simulation:
         layout: Layout | None = None,
         keep_trace: bool = True,
         guard: Any = None,
+        digest: bool = True,
     ) -> None:
         self.scenario = scenario
         #: an observer with ``trips`` (a count) and ``runaways`` (each with a ``rid``), or None
@@ -104,7 +108,7 @@ class Simulation:
         self.layout = layout or Layout.build(scenario)
         self.env = simpy.Environment()
         self.streams = RandomStreams(scenario.seed)
-        self.recorder = Recorder(observers, keep=keep_trace)
+        self.recorder = Recorder(observers, keep=keep_trace, digest=digest)
         net = scenario.network
         self.faults = Perturbations.build(scenario, self.streams)
         self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8, self.faults)
@@ -218,7 +222,7 @@ class Simulation:
     # -- running ------------------------------------------------------------------------------
 
     def run(self) -> SimResult:
-        # The trace keeps every event alive, so the cyclic collector would rescan a growing heap
+        # A kept trace holds every event alive, so the cyclic collector would rescan a growing heap
         # over and over; nothing the run creates needs it before the end.
         enabled = gc.isenabled()
         gc.disable()

@@ -84,7 +84,7 @@ def case_name(runtime: str, sig: str) -> str:
 
 def digest_of(sc: Scenario, runtime: str) -> tuple[str | None, str]:
     """(signature or None, trace digest) of one run of `sc` under `runtime`."""
-    result, violations = simulate(sc, runtime)
+    result, violations = simulate(sc, runtime, keep_trace=False)
     sig = None
     if violations:
         check, key = signature(violations, sc)

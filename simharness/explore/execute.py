@@ -66,7 +66,7 @@ def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE) -> Ou
         return Outcome("invalid", error=str(err))
     nodes, ranks = size_of(scenario)
     cov = CoverageObserver(scenario)
-    result, violations = simulate(scenario, runtime, keep_trace=False, observers=[cov])
+    result, violations = simulate(scenario, runtime, keep_trace=False, observers=[cov], digest=False)
     features = static_features(scenario, result.layout) | cov.features
     if not violations:
         return Outcome("pass", features=features, nodes=nodes, ranks=ranks)
@@ -74,7 +74,8 @@ def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE) -> Ou
     out = Outcome("fail", check, f"{check}:{key}", [v.message for v in violations[:3]], features,
                   nodes, ranks)
     untolerated = any(not f.tolerated for f in scenario.faults)
-    if untolerated and (runtime == reference or simulate(scenario, reference, keep_trace=False)[1]):
+    if untolerated and (runtime == reference
+                        or simulate(scenario, reference, keep_trace=False, digest=False)[1]):
         out.status = "fault_induced"
     return out
 

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from typing import TextIO
 
 from simharness.checks.base import rid_order
-from simharness.report.summary import collect_forwards, forward_order, request_counts
+from simharness.report.summary import forward_counts, forward_order, request_counts
 from simharness.report.table import cell, line, render_table
 from simharness.run import RunReport
 
@@ -80,11 +80,10 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
     w(f"simharness · {sc.name} · runtime {report.runtime} · backend {report.backend} · seed {sc.seed}\n")
     w(f"fingerprint {sc.fingerprint[:23]}…  trace {report.trace_digest[:23]}…\n\n")
 
-    forwards = collect_forwards(report.result.events)
     flagged = {(v.walk, v.node, v.rank, v.request) for v in report.violations if v.check == "forwards"}
     rows: dict[tuple[str, str, int], dict[str, int]] = defaultdict(dict)
-    for (walk, node, rank, rid), counters in forwards.items():
-        rows[(walk, node, rank)][rid] = len(counters)
+    for (walk, node, rank, rid), n in forward_counts(report):
+        rows[(walk, node, rank)][rid] = n
     for walk, node, rank, rid in flagged:
         rows[(walk, node, rank)].setdefault(rid, 0)
     rids = sorted({rid for r in rows.values() for rid in r} | set(report.result.outcomes), key=rid_order)

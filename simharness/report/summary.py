@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from simharness import events as ev
@@ -20,6 +20,26 @@ def collect_forwards(events: Iterable[Any]) -> dict[ForwardKey, list[int | None]
         if type(e) is ev.Forward:
             out[(e.walk, e.node, e.rank, e.rid)].append(e.counter)
     return out
+
+
+def forwards_of(report: RunReport) -> dict[ForwardKey, list[int | None]]:
+    """Loop counters per (walk, node, rank, request) of a run: from the forwards check's log
+    when the run has one (a simulation), else from the events (the zmq backend)."""
+    log = getattr(report.result, "forward_log", None)
+    if log is not None:
+        return dict(log.counters())
+    return collect_forwards(report.result.events)
+
+
+def forward_counts(report: RunReport) -> Iterator[tuple[ForwardKey, int]]:
+    """Forwards per (walk, node, rank, request), one key at a time (a soak's console table
+    needs the counts, not every counter)."""
+    log = getattr(report.result, "forward_log", None)
+    if log is not None:
+        yield from log.counts()
+    else:
+        for key, counters in collect_forwards(report.result.events).items():
+            yield key, len(counters)
 
 
 def node_order(scenario: Scenario):
@@ -57,7 +77,7 @@ def request_counts(report: RunReport) -> dict[str, int]:
 
 def build_summary(report: RunReport) -> dict[str, Any]:
     sc = report.scenario
-    forwards = collect_forwards(report.result.events)
+    forwards = forwards_of(report)
     order = forward_order(sc)
     rows = [
         {"walk": w, "node": n, "rank": r, "request": rid, "count": len(c), "loop_counters": c}
