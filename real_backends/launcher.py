@@ -153,7 +153,7 @@ class Launcher:
         self.batches: dict[int, list[Any]] = {}
         self.client = ApiClient(self.policy)
         self.workload = Workload(scenario)
-        self.stalls = Stalls(self, self.client.forget, self.own_events.append)
+        self.stalls = Stalls(self, self.client, self.own_events.append)
         self.children: dict[int, _Child] = {}
         self.violations: list[Violation] = []
         self.sent = 0

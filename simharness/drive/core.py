@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from simharness import events as ev
 from simharness.runtime.conductor import StallPosition
+from simharness.runtime.effects import Abort
 from simharness.scenario.model import Scenario
 
 #: Why a request is reported as stalled: nothing can happen any more, its deadline passed, or
@@ -175,11 +176,10 @@ class StallPort(Protocol):
 class Stalls:
     """Reports stalled requests and aborts them as the API server would."""
 
-    def __init__(self, port: StallPort, forget: Callable[[str], None],
-                 emit: Callable[[Any], None]) -> None:
+    def __init__(self, port: StallPort, client: Any, emit: Callable[[Any], None]) -> None:
         self.port = port
-        #: the API client's `forget`: it stops waiting for an aborted request's outputs
-        self.forget = forget
+        #: the API client (`ApiClient`): told of every abort, it stops waiting for the outputs
+        self.client = client
         self.emit = emit
 
     def stall(self, reason: str, unfinished: Sequence[RequestPosition]) -> None:
@@ -193,7 +193,7 @@ class Stalls:
         outcome = abort_outcome(reason)
         for p in chosen:
             self.emit(stalled(now, p, reason, blocked.get(p.rid, ())))
-            self.forget(p.rid)
+            self.client.handle_stimulus(Abort(rid=p.rid, outcome=outcome), now)
             self.port.abort(p.rid, outcome)
 
 

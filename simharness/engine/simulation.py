@@ -119,7 +119,7 @@ class Simulation:
         self.conductor = build_conductor(runtime, self.layout, self.streams)
         self.client = ApiClient(self.policy)
         self.workload = Workload(scenario)
-        self.stalls = Stalls(self, self.client.forget, emit)
+        self.stalls = Stalls(self, self.client, emit)
         #: rid -> the event its client process waits on
         self._done: dict[str, simpy.Event] = {}
         if self.faults is not None and self.faults.shuffle_ties:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from simharness import events as ev
-from simharness.runtime.effects import Arrived, Effects
+from simharness.runtime.effects import Abort, Arrived, Effects
 from simharness.runtime.messages import CONDUCTOR_ID, ReadsDone, RequestComplete, ResultTensors, Send
 from simharness.runtime.protocol import LoopPolicy
 
@@ -27,10 +27,17 @@ class ApiClient:
         self.expected: dict[str, int] = {}
 
     def handle_stimulus(self, stimulus: Any, now: float) -> Effects:
-        """The one door: a message arrived (`Arrived`)."""
-        if type(stimulus) is not Arrived:
-            raise TypeError(f"the API client takes Arrived, not {type(stimulus).__name__}")
-        sends = self._on_message(stimulus.msg, now)
+        """The one door: a message arrived (`Arrived`), or the API gave a request up (`Abort`:
+        it stops waiting for the request's outputs)."""
+        t = type(stimulus)
+        if t is Arrived:
+            sends = self._on_message(stimulus.msg, now)
+        elif t is Abort:
+            self.expected.pop(stimulus.rid, None)
+            self.received.pop(stimulus.rid, None)
+            sends = []
+        else:
+            raise TypeError(f"the API client takes Arrived or Abort, not {t.__name__}")
         events = self._events[:]
         self._events.clear()
         return Effects(sends=sends, events=events)
@@ -51,8 +58,3 @@ class ApiClient:
             self.received.pop(rid, None)
             return [Send(CONDUCTOR_ID, 0, ReadsDone(rid=rid))]
         return []
-
-    def forget(self, rid: str) -> None:
-        """The request was aborted: stop waiting for its outputs."""
-        self.expected.pop(rid, None)
-        self.received.pop(rid, None)

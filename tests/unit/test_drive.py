@@ -93,7 +93,12 @@ class _Port:
 
 def test_a_stall_reports_asks_the_ranks_and_aborts_in_order():
     port, events, forgotten = _Port(), [], []
-    stalls = Stalls(port, forgotten.append, events.append)
+
+    class _Client:
+        def handle_stimulus(self, stimulus, now):
+            forgotten.append(stimulus.rid)
+
+    stalls = Stalls(port, _Client(), events.append)
     queued = RequestPosition(rid="r2", position=None)
     stalls.stall(QUIESCENCE, [RequestPosition(rid="r1", position=_position(0, 1)), queued])
     assert port.asked == ["r1"] and port.aborted == [("r1", "hung")] and forgotten == ["r1"]

@@ -154,3 +154,10 @@ def test_with_the_drain_barrier_the_client_reads_every_output_before_reads_done(
     assert done.sends == []
     last = client.handle_stimulus(arrived(result()), 0.2)
     assert [type(s.msg) for s in last.sends] == [ReadsDone] and isinstance(last.events[0], ev.Emitted)
+
+
+def test_an_aborted_request_is_no_longer_waited_for():
+    client = bench(policy=LoopPolicy(drain_barrier=True)).client
+    client.handle_stimulus(arrived(RequestComplete(rid="r0", emits=1)), 0.0)
+    assert client.handle_stimulus(Abort(rid="r0", outcome="hung"), 0.1).sends == []
+    assert client.handle_stimulus(arrived(result()), 0.2).sends == []  # no READS_DONE any more
