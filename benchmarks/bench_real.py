@@ -144,7 +144,8 @@ def bare_rate(n: int, frames: list[bytes]) -> float:
     return rate
 
 
-def message_rates(n: int) -> None:
+def rates(n: int) -> list[tuple[str, float, float, int]]:
+    """(label, backend msg/s, bare pyzmq msg/s, bytes per message) for each message shape."""
     from real_backends.wire import Codec
 
     codec = Codec()
@@ -153,15 +154,21 @@ def message_rates(n: int) -> None:
 
     big = codec.encode(_message(0, True), lambda sig: torch.randn(2048, 64))
     big_frames = [bytes(big[0]), bytes(memoryview(big[1]))]
+    out = []
     for label, frames, with_tensor, count in (
         ("signal-only INPUT_SIGNALS", [bytes(small[0])], False, n),
         ("INPUT_SIGNALS + 512 KiB tensor", big_frames, True, max(200, n // 50)),
     ):
         bare = bare_rate(count, frames)
         ours = backend_rate(count, with_tensor)
+        out.append((label, ours, bare, sum(len(f) for f in frames)))
+    return out
+
+
+def message_rates(n: int) -> None:
+    for label, ours, bare, size in rates(n):
         ratio = bare / ours
         verdict = "meets" if ratio <= 3 else "MISSES"
-        size = sum(len(f) for f in frames)
         print(f"{label:<32} backend {ours:10,.0f} msg/s   bare pyzmq {bare:10,.0f} msg/s "
               f"({size:,} B)   bare/backend {ratio:4.1f}x: {verdict} the 3x target")
 

@@ -1,0 +1,213 @@
+"""Every performance figure of the project in one run, each with its target and met/missed.
+
+``python -m benchmarks`` (the full set: includes a 100,000-request soak, which takes a long
+time) or ``python -m benchmarks --quick`` (smaller sizes, under a minute on a quiet machine;
+sizes it skips are said so). Figures:
+
+* raw simpy message hops per second: the ceiling of any simpy model on this machine;
+* simulated forwards per second on a loaded bagel_cfg under every mstar profile, and on a
+  64-rank layout, each as a ratio to the raw hop rate measured in the same run (target >= 0.25);
+* peak memory of a bagel_cfg run after 100, 10,000 and 100,000 requests, each in a fresh process
+  (target: under 500 MB at 100,000);
+* cost growth: wall time against requests (10 to 100,000) and against ranks (8, 64, 512), with
+  the exponent of a least-squares fit on log-log axes (target: near linear, at most 1.15), and a
+  plot of both curves (``--plot FILE``, default reports/benchmarks/growth.png; needs matplotlib);
+* fuzz examples per second (no target: a figure to compare over time);
+* a fresh ``simharness run scenarios/bagel_cfg.yaml`` process (target: under 0.4 s);
+* zmq backend message rates against bare pyzmq (target: within 3x), when pyzmq and torch are
+  installed.
+
+Ratios are measured side by side in one run, so they hold on a busy machine better than the
+absolute figures do; timings are best-of-N. This is a benchmark, never a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_sim import BAGEL, LOADED, simpy_hop_rate
+from benchmarks.probe import fanout, measure
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILES = ("mstar-python", "mstar-rust-prefix", "mstar-rust")
+
+
+class Table:
+    """The printed figures, and the JSON of them (``--json FILE``)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, figure: str, value: str, target: str = "", met: bool | None = None,
+            **data: Any) -> None:
+        verdict = "" if met is None else ("met" if met else "MISSED")
+        self.rows.append({"figure": figure, "value": value, "target": target, "verdict": verdict,
+                          **data})
+        print(f"{figure:<46} {value:>24}  {target:<18} {verdict}", flush=True)
+
+
+def fit_exponent(xs: list[float], ys: list[float]) -> float:
+    """The slope of log(y) against log(x), least squares: y ~ x^slope."""
+    lx = [math.log(x) for x in xs]
+    ly = [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    num = sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True))
+    den = sum((a - mx) ** 2 for a in lx)
+    return num / den
+
+
+def probe(*args: Any) -> dict[str, Any]:
+    """A measured run in a fresh process (peak memory is per process)."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.probe", *map(str, args)], cwd=ROOT,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def forwards_per_second(table: Table, hop: float, repeat: int, loaded: int) -> None:
+    from simharness.scenario.loader import load_scenario
+
+    sc = load_scenario(BAGEL, LOADED if loaded == 128 else
+                       [f"workload=[{{request: t2i, count: {loaded}, concurrency: 16}}]"])
+    for runtime in PROFILES:
+        best = max((measure(sc, runtime) for _ in range(repeat)), key=lambda m: m["forwards"] / m["wall_s"])
+        rate = best["forwards"] / best["wall_s"]
+        table.add(f"forwards/s, bagel_cfg x{loaded}, {runtime}", f"{rate:,.0f} ({rate / hop:.2f}x)",
+                  ">= 0.25x simpy", rate / hop >= 0.25, rate=rate, ratio=rate / hop)
+    sc64 = fanout(64, 4, 10)
+    best = max((measure(sc64, "mstar-python") for _ in range(repeat)),
+               key=lambda m: m["forwards"] / m["wall_s"])
+    rate = best["forwards"] / best["wall_s"]
+    table.add("forwards/s, 64-rank layout, mstar-python", f"{rate:,.0f} ({rate / hop:.2f}x)",
+              ">= 0.25x simpy", rate / hop >= 0.25, rate=rate, ratio=rate / hop)
+
+
+def memory_and_growth(table: Table, quick: bool, plot: str | None) -> None:
+    sizes = [10, 100, 1_000] if quick else [10, 100, 1_000, 10_000, 100_000]
+    runs = {}
+    for n in sizes:
+        runs[n] = probe("bagel", n)
+        m = runs[n]
+        if n in (100, 10_000, 100_000) or (quick and n == 1_000):
+            target, met = ("< 500 MB", m["peak_mb"] < 500) if n == 100_000 else ("", None)
+            table.add(f"peak memory, bagel_cfg x{n:,} requests", f"{m['peak_mb']:,.0f} MB "
+                      f"({m['wall_s']:.1f} s)", target, met, **m)
+    if quick:
+        table.add("peak memory, bagel_cfg x100,000 requests", "skipped (--quick)", "< 500 MB")
+    req_exp = fit_exponent(sizes, [runs[n]["wall_s"] for n in sizes])
+    table.add(f"cost growth in requests ({sizes[0]:,}..{sizes[-1]:,})", f"exponent {req_exp:.2f}",
+              "<= 1.15", req_exp <= 1.15, exponent=req_exp)
+    ranks = [8, 64, 512]
+    per_rank = {r: probe("fanout", r, 4, 3 if quick else 10) for r in ranks}
+    rank_exp = fit_exponent(ranks, [per_rank[r]["wall_s"] for r in ranks])
+    table.add("cost growth in ranks (8, 64, 512)", f"exponent {rank_exp:.2f}", "<= 1.15",
+              rank_exp <= 1.15, exponent=rank_exp,
+              per_forward_us={r: 1e6 * per_rank[r]["wall_s"] / per_rank[r]["forwards"] for r in ranks})
+    if plot:
+        _plot(plot, sizes, runs, ranks, per_rank, req_exp, rank_exp, table)
+
+
+def _plot(path: str, sizes, runs, ranks, per_rank, req_exp, rank_exp, table: Table) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        table.add("growth plot", "skipped: matplotlib is not installed (pip install matplotlib)")
+        return
+    matplotlib.use("Agg")  # a file, never a window
+    import matplotlib.pyplot as plt
+
+    from simharness.fileio import write_bytes
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.loglog(sizes, [runs[n]["wall_s"] for n in sizes], "o-", label=f"wall s (exponent {req_exp:.2f})")
+    a.loglog(sizes, [runs[n]["peak_mb"] for n in sizes], "s--", label="peak MB")
+    a.set_xlabel("bagel_cfg requests")
+    a.legend()
+    b.loglog(ranks, [per_rank[r]["wall_s"] for r in ranks], "o-", label=f"wall s (exponent {rank_exp:.2f})")
+    b.set_xlabel("ranks (fan-out layout)")
+    b.legend()
+    fig.tight_layout()
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_bytes(path, buf.getvalue())  # atomically
+    table.add("growth plot", path)
+
+
+def fuzz_rate(table: Table, examples: int) -> None:
+    from simharness.explore.campaign import CampaignConfig, run_campaign
+
+    cfg = CampaignConfig("mstar-python", seed=0, examples=examples, shrink=False)
+    t = time.perf_counter()
+    result = run_campaign(cfg)
+    wall = time.perf_counter() - t
+    table.add(f"fuzz examples/s ({result.examples} examples)", f"{result.examples / wall:,.1f}",
+              "(no target)", None, rate=result.examples / wall)
+
+
+def startup(table: Table, repeat: int) -> None:
+    def once() -> float:
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "simharness.cli", "run", str(BAGEL)], cwd=ROOT,
+                       check=True, capture_output=True)
+        return time.perf_counter() - t
+
+    best = min(once() for _ in range(repeat))
+    table.add("fresh `simharness run bagel_cfg.yaml`", f"{best:.3f} s", "< 0.4 s", best < 0.4,
+              seconds=best)
+
+
+def zmq_rates(table: Table, n: int) -> None:
+    import importlib.util
+
+    if any(importlib.util.find_spec(m) is None for m in ("zmq", "torch", "msgpack")):
+        table.add("zmq message rates", "skipped: pip install 'simharness[real]'")
+        return
+    from benchmarks.bench_real import rates
+
+    for label, ours, bare, size in rates(n):
+        ratio = bare / ours
+        table.add(f"zmq {label} ({size:,} B)", f"{ours:,.0f}/s ({ratio:.1f}x)", "within 3x bare",
+                  ratio <= 3, rate=ours, bare=bare, ratio=ratio)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes: under a minute")
+    ap.add_argument("--plot", default="reports/benchmarks/growth.png", metavar="FILE",
+                    help="where the growth plot goes (default reports/benchmarks/growth.png; "
+                         "'' for none)")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    args = ap.parse_args(argv)
+    quick = args.quick
+    repeat = 2 if quick else 3
+    table = Table()
+    print(f"{'figure':<46} {'value':>24}  {'target':<18} verdict")
+    hop = max(simpy_hop_rate(50_000 if quick else 100_000) for _ in range(repeat))
+    table.add("raw simpy message hops/s", f"{hop:,.0f}", "(the ceiling)", None, rate=hop)
+    forwards_per_second(table, hop, repeat, 32 if quick else 128)
+    startup(table, 3 if quick else 5)
+    memory_and_growth(table, quick, args.plot or None)
+    fuzz_rate(table, 50 if quick else 300)
+    zmq_rates(table, 5_000 if quick else 50_000)
+    missed = [r["figure"] for r in table.rows if r["verdict"] == "MISSED"]
+    print(f"\n{len(table.rows)} figures, {len(missed)} missed" + (f": {'; '.join(missed)}" if missed else ""))
+    if args.json:
+        from simharness.fileio import write_text
+
+        write_text(args.json, json.dumps({"quick": quick, "figures": table.rows},
+                                                      indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
