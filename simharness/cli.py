@@ -2,7 +2,8 @@
 
 Exit codes: 0 every check passed, 1 a check failed (violations found), 2 bad input or usage
 (``sweep``: 1 when a run's verdict is not the expected one), 3 internal error (a bug in simharness
-itself: one line, and the traceback saved to a file).
+itself: one line, and the traceback saved to a file), 130 and 143 stopped by SIGINT and SIGTERM
+(after printing what was found so far).
 Bad input gets one line naming the file, the key path and what was expected; never a traceback.
 With ``--json`` the only thing on stdout is the summary object; everything else goes to stderr.
 A reader that closes stdout early (``--json | head``) ends the command quietly with 141.
@@ -11,14 +12,16 @@ A reader that closes stdout early (``--json | head``) ends the command quietly w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 
-from simharness import __version__
+from simharness import __version__, interrupts
 from simharness.errors import ScenarioError, UsageError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -259,6 +262,9 @@ def _real_options(args: argparse.Namespace):
         except ValueError:
             raise UsageError(f"--kill-rank {args.kill_rank!r}: expected RANK:SECONDS, "
                              f"e.g. 1:2.5") from None
+        if kill[0] < 0 or not (math.isfinite(kill[1]) and kill[1] >= 0):
+            raise UsageError(f"--kill-rank {args.kill_rank!r}: expected a rank >= 0 and a time "
+                             f"in seconds >= 0, e.g. 1:2.5")
     opts = RealOptions(device=args.device or "cpu", compute_share=args.compute_share,
                        endpoints=args.endpoints or "ipc", deadline_s=args.deadline, kill=kill)
     if args.time_scale is not None:
@@ -351,6 +357,27 @@ def _internal_error(exc: BaseException) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
+    with interrupts.interruptible():
+        try:
+            return _dispatch(args, argv)
+        except KeyboardInterrupt as exc:
+            return _interrupted(args, interrupts.as_interrupted(exc))
+
+
+def entry() -> None:
+    """The ``simharness`` console command: `main`, then a prompt exit.
+
+    Python's own shutdown frees every object one by one, which takes seconds after a large run
+    (a Ctrl-C would seem ignored that long) and does nothing for us: every file is written and
+    closed and every process reaped by the time `main` returns. So flush and leave at once."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
+
+
+def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
     try:
         if args.command == "run":
             return _run(args, argv if argv is not None else sys.argv[1:])
@@ -377,6 +404,36 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_USAGE
 
 
+def _interrupted(args: argparse.Namespace, exc: interrupts.Interrupted) -> int:
+    """SIGINT or SIGTERM stopped the command: print what it had found, exit 130 or 143."""
+    from simharness.run import RunReport
+
+    found = exc.partial
+    if isinstance(found, dict):  # confirm: the simulation finished, the real run did not
+        sim = found.get("sim")
+        if sim is not None:
+            print(f"the simulation had finished: {sim.outcome.upper()} "
+                  f"({len(sim.violations)} violations)", file=sys.stderr)
+        found = found.get("real")
+    if isinstance(found, RunReport):
+        from simharness.report.summary import build_summary, request_counts
+
+        if getattr(args, "json", False) and args.command == "run":
+            _print_json(build_summary(found))
+        rc = request_counts(found)
+        when = (f"at t={found.result.sim_time_s:.2f} s: {rc['completed']} of {rc['submitted']} "
+                f"requests completed, {len(found.violations)} violations so far"
+                if rc["submitted"] else "during its start-up, before any request")
+        print(f"the {found.backend} run was stopped {when}; its processes are stopped and its run "
+              f"folder removed", file=sys.stderr)
+    elif isinstance(found, list) and found:  # compare: the arms that finished
+        for rep in found:
+            print(f"arm {rep.runtime} had finished: {rep.outcome.upper()} "
+                  f"({len(rep.violations)} violations)", file=sys.stderr)
+    print(f"interrupted by {exc.name}; no file was left half-written", file=sys.stderr)
+    return exc.exit_code
+
+
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from simharness.report.console import render
     from simharness.report.summary import build_summary
@@ -386,7 +443,9 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     _check_trace_name(args.trace)
     _check_report_target(args.report)
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
+    args.runtime = _corpus_runtime(scenario, args.runtime)
     seed = _seed(args)
+    _check_output(args.trace, "--trace")
     determinism = args.check_determinism or os.environ.get("SIMHARNESS_CHECK_DETERMINISM") == "1"
     if args.backend == "zmq":
         if args.check_determinism:
@@ -407,7 +466,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     summary = build_summary(report) if args.json or args.report is not None else None
 
     if args.trace:
-        _write_trace(report, Path(args.trace))
+        path = Path(args.trace)
+        _writing(path, "--trace", lambda: _write_trace(report, path))
     if args.report is not None:
         _write_report(report, summary, args.report, ["simharness", *argv])
 
@@ -416,6 +476,52 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         render(report, sys.stdout, command=["simharness", *argv])
     return report.exit_code
+
+
+def _corpus_runtime(scenario, runtime: str | None) -> str | None:
+    """A corpus case runs under the runtime it was recorded with, not the scenario's own; say so,
+    and what was recorded, since a plain run does not compare against the record (replay does)."""
+    meta = scenario.raw.get("corpus") if isinstance(scenario.raw, dict) else None
+    if not isinstance(meta, dict):
+        return runtime
+    from simharness.runtime import registry
+
+    recorded = meta.get("runtime")
+    status, sig = meta.get("status"), meta.get("signature")
+    record = (f"recorded failing with {sig} under {recorded}" if status == "open"
+              else f"fixed: recorded as passing under {recorded} (it once failed with {sig})")
+    if runtime is None:
+        try:
+            registry.resolve(recorded)
+        except (ScenarioError, UsageError) as exc:
+            raise UsageError(f"{scenario.source} is a corpus case recorded under runtime "
+                             f"{recorded!r}, which cannot run here ({exc}); pass --runtime to run it "
+                             f"under another") from None
+        runtime = recorded
+    print(f"note: {scenario.source} is a corpus case (status {status}: {record}); running under "
+          f"{runtime}{'' if runtime == recorded else f' instead of {recorded}'}; "
+          f"'simharness replay {scenario.source}' checks it against its record", file=sys.stderr)
+    return runtime
+
+
+def _check_output(target: str | None, flag: str) -> None:
+    """Refuse, before any work, a file to write that cannot be written (no folder, a folder)."""
+    if not target:
+        return
+    p = Path(target)
+    if p.is_dir():
+        raise UsageError(f"{flag} {target}: is a directory; expected a file path")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {target}: folder {parent} does not exist")
+
+
+def _writing(path: Path, flag: str, write) -> None:
+    """Run `write` (an atomic write of `path`); an OS error is one line naming the flag."""
+    try:
+        write()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
 
 
 def _seed(args: argparse.Namespace) -> int | None:
@@ -488,6 +594,7 @@ def _confirm(args: argparse.Namespace) -> int:
     from simharness.scenario.loader import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
+    args.runtime = _corpus_runtime(scenario, args.runtime)
     seed = _seed(args)
     _real_options(args)  # fail on a missing dependency before simulating anything
     from real_backends.confirm import compare, render, summarize
@@ -495,7 +602,11 @@ def _confirm(args: argparse.Namespace) -> int:
     _check_report_target(args.report)
     # the real run's deadline and the report read the simulation's events: keep them
     sim = run_scenario(scenario, args.runtime, seed, keep_trace=True)
-    real = _run_real(scenario, args, seed, sim_report=sim)
+    try:
+        real = _run_real(scenario, args, seed, sim_report=sim)
+    except interrupts.Interrupted as exc:
+        exc.partial = {"sim": sim, "real": exc.partial}
+        raise
     a, b = summarize(sim), summarize(real)
     agree, diffs = compare(a, b)
     if args.report is not None:
@@ -526,10 +637,14 @@ def _check_report_target(target: str | None) -> None:
 
 
 def _emit_report(target: str, default_name: str, files: dict) -> None:
-    from simharness.report.writer import report_dir, write_report
+    from simharness.report.writer import REPORT_FILES, report_dir, write_report
 
-    out = report_dir(target, default_name)
-    names = write_report(out, files)
+    out = report_dir(target, default_name, [*files, *REPORT_FILES])
+    try:
+        names = write_report(out, files)
+    except OSError as exc:
+        raise UsageError(f"--report {out}: cannot write: {exc.strerror or exc}"
+                         + (f" ({exc.filename})" if exc.filename else "")) from None
     print(f"report written to {out}/ ({', '.join(names)}); open {out / 'report.html'}", file=sys.stderr)
 
 
@@ -559,7 +674,7 @@ def _check_trace_name(name: str | None) -> None:
 
 
 def _write_trace(report, path: Path) -> None:
-    if path.exists():
+    if path.is_file():
         print(f"note: replacing existing {path}", file=sys.stderr)
     if path.suffix == ".jsonl":
         report.result.recorder.write_jsonl(path)
@@ -570,6 +685,7 @@ def _write_trace(report, path: Path) -> None:
         write_perfetto(report, path)
         print(f"trace written to {path} (Chrome trace-event format: open it at ui.perfetto.dev)",
               file=sys.stderr)
+
 
 
 def _runtimes() -> int:
@@ -751,10 +867,6 @@ def _replay(args: argparse.Namespace) -> int:
     return worst
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def _import_mstar(args: argparse.Namespace) -> int:
     import yaml
 
@@ -794,3 +906,7 @@ def _import_mstar(args: argparse.Namespace) -> int:
               + (f"; defaults to edit: {', '.join(imported.defaulted)}" if imported.defaulted else ""),
               file=sys.stderr)
     return EXIT_PASS
+
+
+if __name__ == "__main__":
+    entry()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from simharness import events as ev
+from simharness import interrupts
 from simharness.checks.base import rid_order
 from simharness.report.summary import build_summary, collect_forwards, node_order
 from simharness.run import RunReport, run_scenario
@@ -58,7 +59,15 @@ class Comparison:
 
 def compare_runtimes(scenario: Scenario, runtimes: Sequence[str], seed: int | None = None) -> Comparison:
     """Run every arm on the same scenario and seed and collect the differences."""
-    reports = [run_scenario(scenario, rt, seed) for rt in runtimes]
+    reports: list[RunReport] = []
+    try:
+        for rt in runtimes:
+            reports.append(run_scenario(scenario, rt, seed))
+    except KeyboardInterrupt as exc:
+        # SIGINT or SIGTERM (simharness.interrupts): hand the arms that finished to the caller.
+        stop = interrupts.as_interrupted(exc)
+        stop.partial = reports
+        raise stop from None
     counts = forward_table(reports)
     cmp = Comparison(reports[0].scenario, reports, counts)
     cmp.differences = _count_differences(cmp) + _outcome_differences(cmp)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from simharness import events as ev
+from simharness import fileio
 from simharness.runtime.signals import Signal
 
 #: every event type, as `events.Event` lists them
@@ -88,7 +89,7 @@ class Recorder:
     def write_jsonl(self, path: str | Path) -> None:
         if not self.keep:
             raise RuntimeError("this run did not keep its events (keep_trace=False)")
-        with open(path, "w", encoding="utf-8") as fh:
+        with fileio.atomic_open(path, "w") as fh:
             for e in self.events:
                 fh.write(json.dumps(to_json(e), separators=(",", ":")) + "\n")
 

@@ -8,6 +8,7 @@ the marker is written last, so a folder interrupted half-way is not yet claimed 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +17,29 @@ from simharness.errors import UsageError
 
 REPORT_MARKER = ".simharness-report"
 REPORTS = Path("reports")
+#: every file a report folder may hold (run, compare, confirm, fuzz and replay reports): a folder
+#: with nothing else in it is one an interrupted report left
+REPORT_FILES = ("summary.json", "trace.jsonl", "trace.perfetto.json", "report.html",
+                "compare.json", "confirm.json", "fuzz.json", "replay.json")
 
 
-def report_dir(target: str, default_name: str) -> Path:
-    """The folder to write: `target`, or ``reports/<default_name>``; refused if it is not ours."""
-    out = Path(target) if target else REPORTS / default_name
+def report_dir(target: str, default_name: str, names: Iterable[str] = REPORT_FILES) -> Path:
+    """The folder to write: `target`, or ``reports/<default_name>``; refused if it is not ours.
+
+    `default_name` is the user's text (a scenario's name): it becomes one plain file name
+    (`fileio.safe_name`), so a name like ``../../x`` never writes outside ``reports/``. A folder
+    without the marker is still ours when it holds nothing but the report's own files `names`
+    (and temporary files of an interrupted write): a report stopped half way is replaced by the
+    next one instead of blocking it."""
+    out = Path(target) if target else REPORTS / fileio.safe_name(default_name)
     if out.exists():
         if not out.is_dir():
             raise UsageError(f"--report {out}: exists and is not a directory")
-        if any(out.iterdir()) and not (out / REPORT_MARKER).exists():
-            raise UsageError(f"--report {out}: directory is not empty and was not written by "
-                             f"simharness; choose another directory")
+        if not (out / REPORT_MARKER).exists():
+            known = {REPORT_MARKER, *names}
+            if any(p.name not in known and not fileio.is_temporary(p.name) for p in out.iterdir()):
+                raise UsageError(f"--report {out}: directory is not empty and was not written by "
+                                 f"simharness; choose another directory")
     return out
 
 
@@ -36,7 +49,9 @@ def write_report(out: Path, files: dict[str, str | bytes | Any]) -> list[str]:
     Returns the names written, in order.
     """
     out.mkdir(parents=True, exist_ok=True)
-    names = []
+    # The marker leaves first and comes back last: a marked folder always holds a whole report.
+    (out / REPORT_MARKER).unlink(missing_ok=True)
+    names: list[str] = []
     for name, content in files.items():
         path = out / name
         if callable(content):

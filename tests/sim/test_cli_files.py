@@ -1,0 +1,182 @@
+"""Files the command line writes, signals it gets, and corpus cases run as plain scenarios.
+
+Every failure to write is one line and exit 2, never a traceback; a report folder is marked as
+ours only once the whole report is in it; a scenario's name never steers a write outside
+``reports/``; SIGINT and SIGTERM end a command with 130 and 143 and what it had found.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+
+import pytest
+
+from simharness.cli import main
+from simharness.report.writer import REPORT_MARKER
+
+ORPHEUS = "orpheus.yaml"
+
+
+def _one_line_error(err: str) -> str:
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("target, says", [
+    ("missing/t.jsonl", "does not exist"),
+    ("folder.jsonl", "is a directory"),
+])
+def test_trace_to_a_path_that_cannot_be_a_file_is_refused_before_the_run(
+        scenarios_dir, tmp_path, monkeypatch, capsys, target, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder.jsonl").mkdir()
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--trace", target]) == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert "--trace" in line and says in line
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_trace_to_a_full_disk_is_one_line(scenarios_dir, capsys):
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--trace", "/dev/full"]) == 2
+    assert "--trace /dev/full" in _one_line_error(capsys.readouterr().err)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_report_where_no_folder_can_be_made_is_one_line(scenarios_dir, capsys):
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--report", "/proc/simharness-x"]) == 2
+    assert "--report /proc/simharness-x: cannot write" in _one_line_error(capsys.readouterr().err)
+
+
+def test_a_failed_trace_write_keeps_the_old_file(scenarios_dir, tmp_path, monkeypatch, capsys):
+    from simharness import trace
+
+    old = tmp_path / "t.jsonl"
+    old.write_text("the previous trace\n")
+
+    def broken(self, path):
+        with trace.fileio.atomic_open(path) as fh:
+            fh.write('{"event": "Submitted"}\n')
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trace.Recorder, "write_jsonl", broken)
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--trace", str(old)]) == 2
+    assert old.read_text() == "the previous trace\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
+
+
+def test_the_report_marker_is_written_last(scenarios_dir, tmp_path, monkeypatch, capsys):
+    """A report stopped half way is not marked complete; the next report replaces it."""
+    import simharness.report.perfetto as perfetto
+
+    out = tmp_path / "rep"
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--report", str(out)]) == 0
+    assert (out / REPORT_MARKER).exists()
+
+    def fail(events, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(perfetto, "write_perfetto", fail)
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--report", str(out)]) == 2
+    assert not (out / REPORT_MARKER).exists()
+    assert json.loads((out / "summary.json").read_text())["outcome"] == "pass"  # whole, never half
+    monkeypatch.undo()
+    # The folder holds nothing but report files: ours to replace, marker or not.
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--report", str(out)]) == 0
+    assert (out / REPORT_MARKER).exists()
+    capsys.readouterr()
+
+
+def test_a_scenario_name_cannot_write_outside_reports(scenarios_dir, tmp_path, monkeypatch, capsys):
+    work = tmp_path / "a" / "b" / "c"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--set", "name=../../../x", "--report"]) == 0
+    written = [p.relative_to(tmp_path) for p in tmp_path.rglob("summary.json")]
+    assert len(written) == 1 and written[0].parts[:4] == ("a", "b", "c", "reports"), written
+    assert "report written to reports/" in capsys.readouterr().err
+
+
+def test_a_corpus_case_runs_under_its_recorded_runtime(scenarios_dir, capsys):
+    case = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    assert main(["run", str(case), "--json"]) == 1  # it fails, as recorded (not a false PASS)
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["runtime"] == "mstar-rust-prefix"
+    assert "is a corpus case (status open: recorded failing with loop_exit:peer" in captured.err
+    assert "simharness replay" in captured.err
+    # --runtime still chooses; the note says it differs from the record.
+    assert main(["run", str(case), "--runtime", "mstar-rust", "--json"]) == 0
+    assert "instead of mstar-rust-prefix" in capsys.readouterr().err
+
+
+def test_a_corpus_case_whose_runtime_cannot_run_says_why(scenarios_dir, tmp_path, capsys):
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    case = tmp_path / "case.yaml"
+    case.write_text(src.read_text().replace("runtime: mstar-rust-prefix", "runtime: no-such-rt", 1))
+    assert main(["run", str(case)]) == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert "recorded under runtime 'no-such-rt', which cannot run here" in line
+
+
+def test_a_failed_corpus_write_keeps_the_case(scenarios_dir, tmp_path, monkeypatch, capsys):
+    from simharness import fileio
+    from simharness.explore import corpus
+
+    case = tmp_path / "case.yaml"
+    shutil.copy(scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml", case)
+    before = case.read_text()
+    text = before.replace("trace_digest: sha256:", "trace_digest: sha256:0", 1)
+    case.write_text(text)
+
+    def full(path, data):
+        with fileio.atomic_open(path) as fh:
+            fh.write("corpus:\n  sign")
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(corpus, "write_text", full)
+    assert main(["replay", str(case), "--update"]) == 130
+    assert case.read_text() == text and [p.name for p in tmp_path.iterdir()] == ["case.yaml"]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_a_run_exits_with_its_code_and_no_traceback(
+        scenarios_dir, monkeypatch, capsys, sig, code):
+    import simharness.run as run
+
+    def stopped(*args, **kwargs):
+        os.kill(os.getpid(), sig)
+        for _ in range(1000):
+            pass
+        raise AssertionError("the signal did not stop the run")
+
+    monkeypatch.setattr(run, "run_scenario", stopped)
+    assert main(["run", str(scenarios_dir / ORPHEUS)]) == code
+    err = capsys.readouterr().err
+    assert f"interrupted by {signal.Signals(sig).name}" in err and "Traceback" not in err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are put back
+
+
+def test_compare_stopped_by_sigterm_prints_the_arms_that_finished(scenarios_dir, monkeypatch, capsys):
+    import simharness.compare as compare
+
+    real = compare.run_scenario
+    calls = []
+
+    def second_arm_stopped(scenario, runtime, seed=None):
+        calls.append(runtime)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+        return real(scenario, runtime, seed)
+
+    monkeypatch.setattr(compare, "run_scenario", second_arm_stopped)
+    code = main(["compare", str(scenarios_dir / ORPHEUS), "--runtime", "mstar-python",
+                 "--runtime", "mstar-rust"])
+    err = capsys.readouterr().err
+    assert code == 143 and "arm mstar-python had finished: PASS" in err
+    assert "mstar-rust had finished" not in err and "Traceback" not in err
+
