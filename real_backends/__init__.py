@@ -6,7 +6,8 @@ imports it lazily, only for ``simharness run --backend zmq`` and ``simharness co
 
 Modules: `wire` (message frames), `control` (the driver's own messages), `transport` (sockets),
 `tensors` (payloads and the fake nodes' torch work), `process` (a rank or the conductor as an OS
-process), `launcher` (the run: processes, workload, hang and crash detection, the merged trace),
+process), `teardown` (what ties a run's processes and folder to its launcher), `launcher` (the
+run: processes, workload, hang and crash detection, the merged trace),
 `confirm` (the simulation and the real run side by side).
 """
 

@@ -20,15 +20,18 @@ launcher watches the run:
 
 At the end every process is asked for its final state (`RunEnded`) and exits; any process still
 alive after a grace period is killed, every process is reaped, and the run directory (config,
-ipc socket files, per-process logs) is deleted. The trace events of all processes are merged in
-time order and fed to the same checks as a simulation; the summary is the same JSON with
-``"backend": "zmq"``.
+ipc socket files, per-process logs) is deleted. On SIGINT or SIGTERM the processes are killed at
+once and the run is reported as far as it got; if the launcher itself is killed, its children
+and a janitor process clean up after it (`real_backends.teardown`). The trace events of all
+processes are merged in time order and fed to the same checks as a simulation; the summary is the
+same JSON with ``"backend": "zmq"``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -41,9 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import zmq
+
 from real_backends import control as ctl
+from real_backends import teardown
 from real_backends.transport import Endpoints, Transport, endpoint_name
 from simharness import events as ev
+from simharness import interrupts
 from simharness.checks import Violation, builtin_checks
 from simharness.drive.core import (
     QUIESCENCE,
@@ -166,6 +173,30 @@ class Launcher:
         self._blocked: dict[tuple[int, str, int], list[ev.BlockedNode]] = {}
         self._killed = False
         self._probing = False
+        self._check_fault()
+
+    def _check_fault(self) -> None:
+        """Refuse a `--kill-rank` that cannot fire, rather than run and pass without it."""
+        if self.options.kill is None:
+            return
+        rank, at = self.options.kill
+        spec = f"--kill-rank {rank}:{at:g}"
+        if not 0 <= rank < self.num_ranks:
+            raise RealBackendError(f"{spec}: no rank {rank}; the scenario has {self.num_ranks} "
+                                   f"ranks (0 to {self.num_ranks - 1})")
+        if not (math.isfinite(at) and at >= 0):
+            raise RealBackendError(f"{spec}: expected a time in seconds >= 0")
+        if at >= self.deadline_s:
+            raise RealBackendError(f"{spec}: cannot fire, the run deadline is {self.deadline_s:.1f} s "
+                                   f"(--deadline to give it longer)")
+
+    def _fault_notes(self, end_t: float) -> tuple[str, ...]:
+        """Say so when the fault asked for never fired (the run ended before its time)."""
+        if self.options.kill is None or self._killed or self.end == "interrupted":
+            return ()
+        rank, at = self.options.kill
+        return (f"--kill-rank {rank}:{at:g} did not fire: the run ended at {end_t:.2f} s, before "
+                f"{at:g} s; nothing was killed",)
 
     # -- clock and sending --------------------------------------------------------------------
 
@@ -209,13 +240,18 @@ class Launcher:
         env.setdefault("OMP_NUM_THREADS", threads)
         env.setdefault("MKL_NUM_THREADS", threads)
         env.update(self.options.extra_env)
+        env[teardown.PARENT_ENV] = str(os.getpid())
         for ep in self.endpoints_all():
             role = ["conductor"] if ep == CONDUCTOR_ID else ["rank", str(ep)]
             log = Path(run_dir) / f"{endpoint_name(ep)}.log"
             with open(log, "wb") as fh:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "real_backends.process", str(cfg_path), *role],
-                    stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env=env)
+                    teardown.child_command([str(cfg_path), *role]),
+                    stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                    **self.group.popen_kwargs())
+            if self.group.pgid is None:
+                self.group.joined(proc)
+                self.janitor.watch_group(proc.pid)
             self.children[ep] = _Child(ep, proc, log, pid=proc.pid)
 
     def _started(self) -> bool:
@@ -467,10 +503,27 @@ class Launcher:
 
     def run(self) -> RunReport:
         wall0 = self._wall0 = time.perf_counter()
+        busy = Endpoints(self.options.endpoints, "-").busy(
+            [CLIENT_ID, *self.endpoints_all()])
+        if busy:
+            raise RealBackendError(f"cannot listen at {busy[0]}: address already in use "
+                                   f"(choose another --endpoints port)")
         run_dir = tempfile.mkdtemp(prefix="simharness-")
         self.run_dir = run_dir
-        self.transport = Transport(CLIENT_ID, Endpoints(self.options.endpoints, run_dir))
+        # Before any child exists: the janitor and the group cover every exit path of this
+        # process, SIGKILL included (real_backends.teardown).
+        self.janitor = teardown.Janitor(run_dir)
+        self.group = teardown.Group()
+        interrupted: interrupts.Interrupted | None = None
+        stop_now = True
+        end_t = 0.0
         try:
+            try:
+                self.transport = Transport(CLIENT_ID, Endpoints(self.options.endpoints, run_dir))
+            except zmq.ZMQError as exc:
+                raise RealBackendError(f"cannot listen at "
+                                       f"{Endpoints(self.options.endpoints, run_dir).address(CLIENT_ID)}"
+                                       f": {exc}") from None
             self._spawn(run_dir)
             self._await(self._started, self.options.startup_timeout_s, "every process to start",
                         fatal=True)
@@ -480,15 +533,42 @@ class Launcher:
             self._main_loop()
             end_t = self.now()
             self._shutdown()
+            stop_now = False
+        except KeyboardInterrupt as exc:
+            # SIGINT or SIGTERM (simharness.interrupts): stop every process now and report what
+            # the run had found up to here.
+            interrupted = interrupts.as_interrupted(exc)
+            self.end = "interrupted"
+            end_t = self.now() if self.t0 else 0.0
         finally:
-            self._reap()
-            self._late_failures()
-            self.transport.close(linger_ms=0)
-            if os.environ.get("SIMHARNESS_KEEP_RUN_DIR") == "1":
-                print(f"note: run directory kept at {run_dir}", file=sys.stderr)
-            else:
+            with interrupts.deferred():
+                self._teardown(run_dir, stop_now)
+        report = self._report(end_t, time.perf_counter() - wall0)
+        if interrupted is not None:
+            report.extra["interrupted"] = interrupted.name
+            interrupted.partial = report
+            raise interrupted
+        return report
+
+    def _teardown(self, run_dir: str, stop_now: bool) -> None:
+        """Stop and reap every process, close the sockets, remove the run folder; on an
+        interruption or an error the processes are killed at once instead of told to finish."""
+        keep = os.environ.get("SIMHARNESS_KEEP_RUN_DIR") == "1"
+        if stop_now:
+            self.group.kill()
+            if not keep:  # nothing of a killed process needs its folder: remove it first
                 shutil.rmtree(run_dir, ignore_errors=True)
-        return self._report(end_t, time.perf_counter() - wall0)
+                self.janitor.dismiss()
+        self._reap()
+        if not stop_now:
+            self._late_failures()
+        if hasattr(self, "transport"):
+            self.transport.close(linger_ms=0)
+        if keep:
+            print(f"note: run directory kept at {run_dir}", file=sys.stderr)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        self.janitor.done()
 
     def _late_failures(self) -> None:
         """A process that failed to hand over its final state, or was killed at the end, is a
@@ -517,18 +597,23 @@ class Launcher:
             key=lambda x: x[:3])
         for *_, e in merged:
             recorder.emit(e)
-        if self.end != "crash":
+        if self.end not in ("crash", "interrupted"):
             finals = {ep: c.final.state for ep, c in self.children.items() if c.final is not None}
             recorder.emit(run_ended(end_t, [finals.get(r) for r in range(self.num_ranks)],
                                     finals.get(CONDUCTOR_ID)))
         outcomes = self.workload.final_outcomes()
-        violations = self.violations + judge(checks, self.scenario, self.layout, outcomes)
-        result = SimResult(self.scenario, self.runtime_name, self.layout, recorder, end_t, outcomes)
+        # An interrupted run ends mid-way: its open requests are no verdict on the runtime.
+        violations = self.violations + (judge(checks, self.scenario, self.layout, outcomes)
+                                        if self.end != "interrupted" else [])
+        result = SimResult(self.scenario, self.runtime_name, self.layout, recorder, end_t, outcomes,
+                           notes=self._fault_notes(end_t))
         opts = self.options
         extra = {
             "device": opts.device, "time_scale": opts.time_scale,
             "compute_share": opts.compute_share, "endpoints": opts.endpoints,
             "deadline_s": round(self.deadline_s, 3), "end": self.end, "run_dir": self.run_dir,
+            **({"kill": {"rank": opts.kill[0], "at_s": opts.kill[1], "fired": self._killed}}
+               if opts.kill else {}),
             "processes": {endpoint_name(c.endpoint): {"pid": c.pid, "device": c.device,
                                                       "exit_code": c.proc.returncode,
                                                       **(c.final.stats if c.final else {})}

@@ -11,7 +11,8 @@ A rank runs the driver core's main loop (`simharness.drive.worker.worker_main`) 
 process as its port: real work for a batch's budget, the socket as the inbox; with nothing to
 run, it blocks on the socket. Trace events are shipped to the launcher after every
 step (`EventBatch`), so a rank killed mid-run has already reported everything up to its last
-step. A process whose launcher disappears exits on its own.
+step. A process whose launcher disappears exits on its own (it is started through
+`real_backends.teardown.child_main`, which ties it to its launcher before anything is imported).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import signal
 import sys
 import time
 from typing import Any
+
+import zmq
 
 from real_backends import control as ctl
 from real_backends.transport import Endpoints, Transport
@@ -411,16 +414,23 @@ def main(argv: list[str]) -> int:
     faulthandler.register(signal.SIGUSR1)
     cfg = load_config(argv[0])
     role = argv[1]
-    if role == "rank":
-        import torch
+    try:
+        if role == "rank":
+            import torch
 
-        torch.set_num_threads(max(1, int(cfg.get("threads_per_rank", 1))))
-        proc: _Process = RankProcess(cfg, int(argv[2]))
-    elif role == "conductor":
-        proc = ConductorProcess(cfg)
-    else:
-        print(f"unknown role {role!r}", file=sys.stderr)
-        return 2
+            torch.set_num_threads(max(1, int(cfg.get("threads_per_rank", 1))))
+            proc: _Process = RankProcess(cfg, int(argv[2]))
+        elif role == "conductor":
+            proc = ConductorProcess(cfg)
+        else:
+            print(f"unknown role {role!r}", file=sys.stderr)
+            return 2
+    except zmq.ZMQError as exc:
+        # The launcher quotes the last line of the log: one line, not a traceback.
+        ep = int(argv[2]) if role == "rank" else CONDUCTOR_ID
+        where = Endpoints(cfg["endpoints"]["spec"], cfg["endpoints"]["run_dir"]).address(ep)
+        print(f"cannot listen at {where}: {exc}", file=sys.stderr)
+        return 3
     try:
         proc.serve()
     finally:

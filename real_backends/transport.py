@@ -12,6 +12,7 @@ reads the metadata, learns how many payload frames follow and takes them without
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,25 @@ class Endpoints:
             self.host, self.port = host, int(port)
         else:
             raise ValueError(f"--endpoints {spec!r}: expected ipc or tcp://HOST:PORT")
+
+    def busy(self, eps: list[int]) -> list[str]:
+        """The addresses among `eps`' that something else listens on already (tcp only): a port
+        conflict found here is one line at once, not a child's traceback after its start-up."""
+        if self.spec == "ipc":
+            return []
+        out = []
+        for ep in eps:
+            addr = self.address(ep)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                # as zmq does: a port in TIME_WAIT from an earlier run is free to use
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("" if self.host == "*" else self.host, int(addr.rsplit(":", 1)[1])))
+                except socket.gaierror:
+                    return []  # a host this check cannot resolve: zmq will say what it thinks
+                except OSError:
+                    out.append(addr)
+        return out
 
     def address(self, ep: int) -> str:
         if self.spec == "ipc":
