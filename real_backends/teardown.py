@@ -59,14 +59,23 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def child_main(argv: list[str]) -> int:
-    """A rank or the conductor: the lifeline first, then the process proper."""
+def child_main(argv: list[str]) -> None:
+    """A rank or the conductor: the lifeline first, then the process proper, then a prompt exit.
+
+    Once `main` returns the process has handed its final state over and closed its sockets
+    (lingering until every message left). Python's own shutdown (collecting every torch tensor
+    and module) can then take seconds on a loaded machine, long enough for the launcher to take
+    the process for stuck; nothing in it is needed, so the process leaves at once."""
     parent = os.environ.get(PARENT_ENV)
     if parent and parent.isdigit():
         die_with_parent(int(parent))
     from real_backends.process import main
 
-    return main(argv)
+    code = main(argv)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def child_command(args: list[str]) -> list[str]:
@@ -154,7 +163,7 @@ def janitor_main(run_dir: str) -> int:
 if __name__ == "__main__":
     role, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if role == "child":
-        raise SystemExit(child_main(rest))
+        child_main(rest)
     if role == "janitor" and len(rest) == 1:
         raise SystemExit(janitor_main(rest[0]))
     print("usage: python -m real_backends.teardown child ARGS... | janitor RUN_DIR", file=sys.stderr)
