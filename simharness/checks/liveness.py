@@ -185,8 +185,14 @@ class LivenessCheck:
                     entry["missing"] = [f"{n} (walk start)" for n in b.gate_waits]
                 elif b.missing:
                     wants = []
+                    streamed = ctx.scenario.stream_inputs(s.walk)
                     for name in b.missing:
                         prod = facts.producers(name, b.node)
+                        if not prod and name in streamed:
+                            # A stream input comes from another partition, not from a node of
+                            # this walk: name the partition whose chunks it waits for.
+                            srcs = sorted({c.src for c in ctx.scenario.connections if c.edge == name})
+                            prod = [f"the stream from partition {src}" for src in srcs]
                         wants.append(f"{name} (from {' or '.join(prod) if prod else 'nobody'})")
                     have = f"holds {and_join(held)} and " if held else ""
                     text = f"{b.node}@{b.rank} {have}waits for {and_join(wants)}"

@@ -47,6 +47,8 @@ def test_a_streaming_only_loop_member_hangs_as_in_mstar():
     assert len(sink) == 1  # the first iteration only
     hangs = [v for v in model.violations if v.check == "liveness"]
     assert hangs and hangs[0].node == "sink" and "tok" in hangs[0].message
+    # The missing input is a stream: the message names the partition that streams it.
+    assert "waits for tok (from the stream from partition P)" in hangs[0].message
 
 
 @_mstar
