@@ -549,9 +549,14 @@ def _compare(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
     _check_report_target(args.report)
     cmp = compare_runtimes(scenario, args.runtimes, _seed(args))
+    # A scenario's notes come with every arm; say each once, naming the arms when not all have it.
+    arms_of: dict[str, list[str]] = {}
     for rep in cmp.reports:
         for note in rep.result.notes:
-            print(f"note: {note}", file=sys.stderr)
+            arms_of.setdefault(note, []).append(rep.runtime)
+    for note, arms in arms_of.items():
+        who = "" if len(arms) == len(cmp.reports) else f" ({', '.join(arms)})"
+        print(f"note{who}: {note}", file=sys.stderr)
     if args.report is not None:
         from simharness.report.html import compare_page
         from simharness.report.writer import json_text

@@ -88,3 +88,11 @@ def test_first_divergence_of_equal_and_shorter_traces():
     assert first_divergence(a, list(a)) is None
     d = first_divergence(a, a[:1])
     assert d["index"] == 1 and d["event"]["rid"] == "r1" and d["other"] is None
+
+
+def test_a_scenario_note_is_said_once_not_once_per_arm(capsys):
+    from pathlib import Path
+    case = Path(__file__).parent.parent / "fidelity" / "gaps" / "loop_output_unproduced.yaml"
+    main(["compare", str(case), "--runtime", "mstar-python", "--runtime", "mstar-rust"])
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note")]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "debug" in notes[0]
