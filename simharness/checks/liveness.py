@@ -172,7 +172,9 @@ class LivenessCheck:
                                                 f"t={s.t:.3f} s): it waited for a concurrency slot",
                                      request=s.rid))
                 continue
-            facts = ctx.scenario.walk_facts[s.walk]
+            # A blocked node may sit in another partition's walk than the one that stalled:
+            # its producers are those of its own worker graph's walk.
+            walk_of = {wg.id: wg.walk for wg in ctx.layout.worker_graphs}
             lines = []
             chain = []
             for b in _ordered(s.blocked):
@@ -185,7 +187,9 @@ class LivenessCheck:
                     entry["missing"] = [f"{n} (walk start)" for n in b.gate_waits]
                 elif b.missing:
                     wants = []
-                    streamed = ctx.scenario.stream_inputs(s.walk)
+                    walk = walk_of.get(b.wg, s.walk)
+                    facts = ctx.scenario.walk_facts[walk]
+                    streamed = ctx.scenario.stream_inputs(walk)
                     for name in b.missing:
                         prod = facts.producers(name, b.node)
                         if not prod and name in streamed:

@@ -183,9 +183,14 @@ class RankRuntime:
         self, rid: str, walk: str, pass_no: int, signals: list[Signal]
     ) -> list[tuple[Signal, str | None, str]]:
         """Signals from a message. Returns (signal, worker graph or None, outcome) each."""
-        self.set_walk(rid, walk, pass_no)
+        # Only a message with non-stream signals tells the receiver its sender's current walk
+        # (mstar overwrites the partition's fwd_info from non-streaming INPUT_SIGNALS alone). A
+        # stream chunk from an earlier pass of the producer's partition, arriving after the
+        # walk-start of that partition's next walk, must not turn the partition back.
         req = self.requests[rid]
-        states = req.walk_states[self.partition_of[walk]]
+        if any(not sig.stream for sig in signals):
+            self.set_walk(rid, walk, pass_no)
+        states = req.walk_states.get(self.partition_of[walk], [])
         out = []
         for sig in signals:
             if sig.stream:

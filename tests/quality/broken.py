@@ -235,3 +235,17 @@ class SkipsKvPull(MstarPython):
     """The decode rank runs before its KV pull has arrived."""
 
     worker_loop_class = _EagerKvLoop
+
+
+class _StreamTurnsWalkBackRank(RankRuntime):
+    def deliver(self, rid, walk, pass_no, signals):
+        # The bug fixed in RankRuntime.deliver: every message, streams included, sets the walk.
+        self.set_walk(rid, walk, pass_no)
+        return super().deliver(rid, walk, pass_no, signals)
+
+
+class StreamTurnsWalkBack(_WithRank):
+    """A stream chunk tells the receiver its producer partition's current walk (mstar takes the
+    walk from non-stream INPUT_SIGNALS only), so a late chunk turns the partition back."""
+
+    rank_class = _StreamTurnsWalkBackRank
