@@ -282,26 +282,27 @@ def parse_streams(raw: Any, partitions: dict[str, tuple[str, ...]]) -> tuple[Con
     return tuple(out)
 
 
+#: Policies of two counts where the second may not exceed the first: (first, second, second's minimum).
+_BOUNDED_POLICIES = {
+    "sliding_window": ("window", "stride", 1),
+    "left_context": ("chunk", "context", 0),
+}
+
+
 def _policy(raw: Any, path: str) -> ChunkPolicySpec:
     m = f.mapping(raw, path, POLICIES)
     if len(m) != 1:
         raise ScenarioError(path, f"expected exactly one of {', '.join(POLICIES)}")
     kind, body = next(iter(m.items()))
     p = f.join(path, kind)
-    if kind == "sliding_window":
-        b = f.mapping(body, p, ("window", "stride"), required=("window", "stride"))
-        window = f.integer(b["window"], f.join(p, "window"), minimum=1, maximum=MAX_COUNT, unit="items")
-        stride = f.integer(b["stride"], f.join(p, "stride"), minimum=1, maximum=MAX_COUNT, unit="items")
-        if stride > window:
-            raise ScenarioError(f.join(p, "stride"), f"expected a stride <= window ({window}), got {stride}")
-        return ChunkPolicySpec(kind, window=window, stride=stride)
-    if kind == "left_context":
-        b = f.mapping(body, p, ("chunk", "context"), required=("chunk", "context"))
-        chunk = f.integer(b["chunk"], f.join(p, "chunk"), minimum=1, maximum=MAX_COUNT, unit="items")
-        ctx = f.integer(b["context"], f.join(p, "context"), minimum=0, maximum=MAX_COUNT, unit="items")
-        if ctx > chunk:
-            raise ScenarioError(f.join(p, "context"), f"expected a context <= chunk ({chunk}), got {ctx}")
-        return ChunkPolicySpec(kind, chunk=chunk, context=ctx)
+    if kind in _BOUNDED_POLICIES:
+        big, small, small_min = _BOUNDED_POLICIES[kind]
+        b = f.mapping(body, p, (big, small), required=(big, small))
+        hi = f.integer(b[big], f.join(p, big), minimum=1, maximum=MAX_COUNT, unit="items")
+        lo = f.integer(b[small], f.join(p, small), minimum=small_min, maximum=MAX_COUNT, unit="items")
+        if lo > hi:
+            raise ScenarioError(f.join(p, small), f"expected a {small} <= {big} ({hi}), got {lo}")
+        return ChunkPolicySpec(kind, **{big: hi, small: lo})
     b = f.mapping(body, p, ("chunk", "continue_after_done"), required=("chunk",))
     chunk = f.integer(b["chunk"], f.join(p, "chunk"), minimum=1, maximum=MAX_COUNT, unit="items")
     return ChunkPolicySpec(kind, chunk=chunk,
