@@ -717,13 +717,7 @@ def _layout(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
-class _Terminated(BaseException):
-    """SIGTERM, raised where the campaign is, so it unwinds like Ctrl-C does."""
-
-
 def _fuzz(args: argparse.Namespace) -> int:
-    import math
-    import signal
     import time
 
     started = time.perf_counter()  # --time counts from here: imports and set-up included
@@ -773,24 +767,16 @@ def _fuzz(args: argparse.Namespace) -> int:
         else:
             shrinking.update(f"shrinking failure {done + 1} of {total}: {sig}", force=True)
 
-    def terminate(signum, frame):
-        raise _Terminated
-
-    previous = signal.signal(signal.SIGTERM, terminate)
+    # SIGINT and SIGTERM both arrive as `interrupts.Interrupted` (installed by `_main`).
     interrupted, code = "", EXIT_PASS
     try:
-        try:
-            run_campaign(cfg, progress, writer, result, started, on_shrink=on_shrink)
-        except KeyboardInterrupt:
-            interrupted, code = "SIGINT", 130
-        except _Terminated:
-            interrupted, code = "SIGTERM", 143
-        if interrupted:
-            shrinking.done()
-            # Failures not final yet are kept as found: a case that fails is worth more than none.
-            writer.rest(result, "Not shrunk: the campaign was interrupted.")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        run_campaign(cfg, progress, writer, result, started, on_shrink=on_shrink)
+    except KeyboardInterrupt as exc:
+        stop = interrupts.as_interrupted(exc)
+        interrupted, code = stop.name, stop.exit_code
+        shrinking.done()
+        # Failures not final yet are kept as found: a case that fails is worth more than none.
+        writer.rest(result, "Not shrunk: the campaign was interrupted.")
     progress.done(result, interrupted)
     summary = campaign_summary(result, writer, interrupted)
     if args.report is not None:
