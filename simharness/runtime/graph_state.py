@@ -38,6 +38,7 @@ from collections.abc import Iterator
 
 from simharness.graph.ir import Edge, Pair
 from simharness.runtime.graph_spec import GraphSpec, LoopSpec, loop_key, loop_of
+from simharness.runtime.protocol import LoopStatus
 from simharness.runtime.signals import Signal
 
 # Ingest outcomes.
@@ -45,6 +46,11 @@ CURRENT = "current"        #: stored in the node's current slot
 NEXT = "next"              #: stored in the next-iteration slot
 PARKED = "parked"          #: stored, but the node's loop is done: it will not run (Rust)
 REJECTED = "rejected"      #: refused (not this graph, not an input, or both slots full)
+
+
+def loop_at_rest(lp: LoopStatus) -> bool:
+    """The loop is as a reset leaves it: iteration 0, not done, no finish signal."""
+    return lp.curr_iter == 0 and not lp.done and not lp.finish
 
 
 class LoopState:
@@ -329,8 +335,7 @@ class GraphState:
 
     def is_clean(self) -> bool:
         return (not any(self.cur[n] or self.nxt[n] for n in self.spec.nodes)
-                and all(st.curr_iter == 0 and not st.done and not st.finish
-                        for st in self.loops.values())
+                and all(loop_at_rest(st) for st in self.loops.values())
                 and self.count == 0 and not self.ready)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from simharness.graph.ir import Edge
 from simharness.placement.layout import Layout
 from simharness.runtime.graph_spec import GraphSpec, Semantics
-from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphState
+from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphState, loop_at_rest
 from simharness.runtime.mstar_adapter import CARRIES, _Carried, graph_module
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.signals import Signal
@@ -44,10 +44,6 @@ class _LoopView:
     @property
     def finish(self) -> bool:
         return self.loop._finish_signal
-
-    @property
-    def count(self) -> int:
-        return self.loop.inner_registry._num_completed_entities
 
 
 class MstarGraphState:
@@ -241,8 +237,7 @@ class MstarGraphState:
         nodes_empty = all(not (n.ready_signals.ready_inputs or n.ready_next_iter.ready_inputs
                                or n.speculative_signals.ready_inputs)
                           for n in self._nodes.values())
-        loops_reset = all(lp.curr_iter == 0 and not lp.is_done and not lp._finish_signal
-                          for lp in self.io.loops.values())
+        loops_reset = all(loop_at_rest(view) for view in self.loops.values())
         return (nodes_empty and loops_reset and self.count == 0
                 and not self._registry.ready_names)
 

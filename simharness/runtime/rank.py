@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from simharness.graph.ir import CLIENT, CONDUCTOR, Edge
 from simharness.placement.layout import Assignment, Layout
 from simharness.runtime.graph_spec import GraphSpec, Semantics
-from simharness.runtime.graph_state import REJECTED, GraphState
+from simharness.runtime.graph_state import REJECTED, GraphState, loop_at_rest
 from simharness.runtime.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
 
@@ -234,7 +234,7 @@ class RankRuntime:
         out = []
         for wg_id, st in req.states.items():
             for name, lp in st.loops.items():
-                if lp.curr_iter or lp.done or lp.finish:
+                if not loop_at_rest(lp):
                     state = "done" if lp.done else f"at counter {lp.curr_iter}"
                     out.append(f"loop {name!r} in {wg_id} left {state}")
             for node in st.ready:
