@@ -131,3 +131,15 @@ def test_speculative_marks_come_and_go_without_touching_readiness(make):
     st.mark_speculative("n")
     st.unmark_speculative("n")
     assert list(st.ready) == ["n"]
+
+
+@pytest.mark.parametrize("make", STATES)
+def test_a_loop_mid_way_is_not_clean_even_with_no_signal_held(make):
+    st = make(Loop("L", 3, Node("n", ("x",), (Edge("x", "n"),))))
+    st.ingest(sig("x", "n"))
+    run(st, "n")  # the loop-back is not routed back: the loop waits at its second iteration
+    assert st.loops["L"].curr_iter == 1 and not st.done
+    assert list(st.held()) == [] and list(st.ready) == []
+    assert not st.is_clean()
+    st.reset()
+    assert st.is_clean()
