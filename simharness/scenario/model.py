@@ -322,8 +322,7 @@ class Scenario:
 
     def stream_inputs(self, walk: str) -> frozenset[str]:
         """Edge names that stream into `walk` (its partition's incoming connections)."""
-        part = self.partition_of.get(walk, DEFAULT_PARTITION)
-        return frozenset(c.edge for c in self.connections if c.dst == part)
+        return _streamed_into(self.partition_of.get(walk, DEFAULT_PARTITION), self.connections)
 
     def node_facts(self, node: str) -> NodeFacts:
         return self.nodes.get(node, DEFAULT_NODE_FACTS)
@@ -342,9 +341,14 @@ def build_walk_facts(
 ) -> dict[str, WalkFacts]:
     """Each walk's facts, with the stream inputs its partition's incoming connections feed."""
     part_of = {w: p for p, ws in partitions.items() for w in ws}
-    return {name: WalkFacts(name, root, frozenset(
-                c.edge for c in connections if c.dst == part_of.get(name, DEFAULT_PARTITION)))
+    return {name: WalkFacts(name, root,
+                            _streamed_into(part_of.get(name, DEFAULT_PARTITION), connections))
             for name, root in walks.items()}
+
+
+def _streamed_into(partition: str, connections: tuple[Connection, ...]) -> frozenset[str]:
+    """Edge names that stream into `partition` (its incoming connections)."""
+    return frozenset(c.edge for c in connections if c.dst == partition)
 
 
 DEFAULT_NODE_FACTS = NodeFacts()
