@@ -171,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="seeds A to B, both included, or one seed N (default: each scenario's)")
     sw.add_argument("--runtime", dest="runtimes", action="append", default=[], metavar="NAME",
                     help="a runtime (repeatable; default: each scenario's own)")
-    _set_argument(sw)
+    _set_argument(sw, allow_large=False)
     sw_where = sw.add_mutually_exclusive_group()
     sw_where.add_argument("--workers", type=int, default=1, metavar="N",
                           help="Dask LocalCluster workers (default 1: in this process)")
@@ -200,10 +200,10 @@ def _report_argument(p: argparse.ArgumentParser, what: str, default: str) -> Non
                         f"(default: reports/{default})")
 
 
-def _set_argument(p: argparse.ArgumentParser) -> None:
+def _set_argument(p: argparse.ArgumentParser, allow_large: bool = True) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key, e.g. --set workload[0].count=10 (repeatable)")
-    if p.prog.split()[-1] in ("run", "compare", "confirm", "layout"):
+    if allow_large:
         p.add_argument("--allow-large", action="store_true",
                        help="run a scenario whose estimated size (ranks, requests, node forwards) "
                             "is above the limits that are otherwise refused up front")
