@@ -543,9 +543,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     if len(args.runtimes) < 2:
         raise UsageError(f"compare needs at least two --runtime arms, got {len(args.runtimes)}")
-    dup = sorted({r for r in args.runtimes if args.runtimes.count(r) > 1})
-    if dup:
-        raise UsageError(f"compare: runtime {dup[0]!r} is given twice")
+    _refuse_repeated_runtime("compare", args.runtimes)
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
     _check_report_target(args.report)
     cmp = compare_runtimes(scenario, args.runtimes, _seed(args))
@@ -568,6 +566,12 @@ def _compare(args: argparse.Namespace) -> int:
     else:
         render(cmp, sys.stdout)
     return cmp.exit_code
+
+
+def _refuse_repeated_runtime(command: str, runtimes: list[str]) -> None:
+    dup = sorted({r for r in runtimes if runtimes.count(r) > 1})
+    if dup:
+        raise UsageError(f"{command}: runtime {dup[0]!r} is given twice")
 
 
 def _run_real(scenario, args: argparse.Namespace, seed: int | None, sim_report=None):
@@ -806,9 +810,7 @@ def _sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
     if args.strict and not args.baseline:
         raise UsageError("--strict compares trace digests with a --baseline; give one")
-    dup = sorted({r for r in args.runtimes if args.runtimes.count(r) > 1})
-    if dup:
-        raise UsageError(f"sweep: runtime {dup[0]!r} is given twice")
+    _refuse_repeated_runtime("sweep", args.runtimes)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     cells = plan(args.scenarios, args.overrides, args.runtimes, seeds)
     total = len(cells)
