@@ -17,6 +17,7 @@ from simharness.checks.base import RunContext, rid_order
 from simharness.checks.forwards import ForwardsCheck
 from simharness.checks.loop_exit import LoopExitCheck
 from simharness.run import RunReport
+from simharness.trace import Recorder
 
 #: (walk, node, rank, request)
 Key = tuple[str, str, int, str]
@@ -81,18 +82,11 @@ class Story:
 
 
 def _replay_checks(report: RunReport) -> tuple[ForwardsCheck, LoopExitCheck]:
+    # The recorder dispatches to the checks' on_<Event> handlers, as during the run.
     fwd, lex = ForwardsCheck(), LoopExitCheck(report.scenario)
+    recorder = Recorder((fwd, lex), keep=False, digest=False)
     for e in report.result.events:
-        t = type(e)
-        if t is ev.Forward:
-            fwd.on_Forward(e)
-            lex.on_Forward(e)
-        elif t is ev.Admitted:
-            fwd.on_Admitted(e)
-        elif t is ev.WalkStarted:
-            fwd.on_WalkStarted(e)
-        elif t is ev.PassDone:
-            fwd.on_PassDone(e)
+        recorder.emit(e)
     return fwd, lex
 
 
@@ -107,6 +101,8 @@ def build_story(report: RunReport) -> Story:
     fwd, lex = _replay_checks(report)
     ctx = RunContext(report.scenario, report.result.layout, report.result.outcomes)
     expected, _totals = fwd.expected(ctx)
+    # Only passes the request completed have an expectation; a hung pass is liveness's.
+    done_passes = {(rid, w, p) for rid, done in fwd.passes_done.items() for w, p in done}
 
     forwards: list[tuple[int, ev.Forward]] = []
     seen: dict[tuple[Key, int], int] = defaultdict(int)
@@ -122,8 +118,7 @@ def build_story(report: RunReport) -> Story:
         want = expected.get(key, {})
         n_exp = len(want.get(e.pass_no, want.get(-1, [])))
         pass_of[i] = (k, n_exp)
-        # Only passes the request completed have an expectation; a hung pass is liveness's.
-        if (e.rid, e.walk, e.pass_no) in _done_passes(fwd) and k > n_exp:
+        if (e.rid, e.walk, e.pass_no) in done_passes and k > n_exp:
             extra.add(i)
     missing: dict[Key, int] = {}
     for key, per_pass in expected.items():
@@ -184,14 +179,6 @@ def build_story(report: RunReport) -> Story:
             stalls.append(e)
     end_t = events[-1].t if events else 0.0
     return Story(report, forwards, pass_of, extra, missing, messages, dropped, parked, stalls, end_t)
-
-
-def _done_passes(fwd: ForwardsCheck) -> set[tuple[str, str, int]]:
-    cache = getattr(fwd, "_story_done", None)
-    if cache is None:
-        cache = {(rid, w, p) for rid, done in fwd.passes_done.items() for w, p in done}
-        fwd._story_done = cache  # type: ignore[attr-defined]
-    return cache
 
 
 def violation_time(v: Any, story: Story) -> float:
