@@ -95,11 +95,10 @@ def _candidates(raw: Raw) -> Iterator[Raw]:
         if not c["faults"]:
             del c["faults"]
         yield c
-    for key in ("schedule",):
-        if key in raw:
-            c = copy.deepcopy(raw)
-            del c[key]
-            yield c
+    if "schedule" in raw:
+        c = copy.deepcopy(raw)
+        del c["schedule"]
+        yield c
     if "max_concurrent_requests" in raw.get("placement", {}):
         c = copy.deepcopy(raw)
         del c["placement"]["max_concurrent_requests"]
@@ -147,9 +146,7 @@ def _drop_kinds(raw: Raw, names: set[str]) -> Raw | None:
 
 
 def _names(tree: Any) -> set[str]:
-    names: set[str] = set()
-    _tree(tree, names, set())
-    return names
+    return {d["node"] for d in _node_dicts(tree)}
 
 
 def _node_dicts(tree: Any) -> Iterator[dict[str, Any]]:
@@ -222,25 +219,12 @@ def _output_lists(tree: Any) -> Iterator[list[Any]]:
             yield from _output_lists(v)
 
 
-def _tree(node: Any, names: set[str], inputs: set[str]) -> None:
-    """Node names and input names anywhere in a walk's section tree."""
-    if isinstance(node, dict):
-        if isinstance(node.get("node"), str):
-            names.add(node["node"])
-            inputs.update(x for x in node.get("inputs", []) if isinstance(x, str))
-        for v in node.values():
-            _tree(v, names, inputs)
-    elif isinstance(node, list):
-        for v in node:
-            _tree(v, names, inputs)
-
-
 def _tidy(c: Raw) -> Raw | None:
     """Drop what no remaining walk uses: placed nodes, node costs, client inputs, empty groups."""
     graph = c["graph"]
-    names: set[str] = set()
-    inputs: set[str] = set()
-    _tree(graph["walks"], names, inputs)
+    nodes = list(_node_dicts(graph["walks"]))
+    names = {d["node"] for d in nodes}
+    inputs = {x for d in nodes for x in d.get("inputs", []) if isinstance(x, str)}
     for kind in graph.get("requests", {}).values():
         if isinstance(kind, dict) and isinstance(kind.get("inputs"), list):
             kind["inputs"] = [x for x in kind["inputs"] if x in inputs]
