@@ -229,7 +229,6 @@ class LivenessCheck:
             ))
         return out
 
-
     def _runaway_violations(self, ctx: RunContext) -> list[Violation]:
         out = []
         seen: set[Key] = set()
@@ -239,7 +238,7 @@ class LivenessCheck:
                 continue  # the second trip of the same work: the run ended there
             seen.add(key)
             passes = max(1, self._passes.get((r.rid, r.walk), 0))
-            per_pass = r.explained // passes if passes else r.explained
+            per_pass = r.explained // passes
             cycle = " -> ".join(r.cycle)
             msg = (f"{r.rid} ran away in walk {r.walk} (pass {r.pass_no}) at t={r.t:.3f} s: "
                    f"{r.node}@{r.rank} ran {r.forwards} forwards where the graph explains "
