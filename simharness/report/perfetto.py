@@ -44,6 +44,7 @@ def trace_events(story: Story) -> list[dict[str, Any]]:
     ranks = story.ranks
     run_pid = len(ranks) + 1
     tracks: dict[tuple[int, str], int] = {}
+    tracks_on_rank: dict[int, int] = {}
 
     # Batches: one slice per batch, with every forward it made.
     per_batch: dict[tuple[int, int], list[tuple[int, ev.Forward]]] = defaultdict(list)
@@ -56,7 +57,9 @@ def trace_events(story: Story) -> list[dict[str, Any]]:
     for e in events:
         if type(e) is not ev.BatchStarted:
             continue
-        tid = tracks.setdefault((e.rank, e.node), len([k for k in tracks if k[0] == e.rank]) + 1)
+        tid = tracks.get((e.rank, e.node))
+        if tid is None:  # a node's track number: the next free one on its rank
+            tid = tracks[(e.rank, e.node)] = tracks_on_rank[e.rank] = tracks_on_rank.get(e.rank, 0) + 1
         fwds = per_batch.get((e.rank, e.batch), [])
         extra = any(i in story.extra for i, _ in fwds)
         counters = [f.counter for _, f in fwds]
