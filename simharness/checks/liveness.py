@@ -164,6 +164,9 @@ class LivenessCheck:
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = self._runaway_violations(ctx)
+        # A blocked node may sit in another partition's walk than the one that stalled: its
+        # producers are those of its own worker graph's walk.
+        walk_of = {wg.id: wg.walk for wg in ctx.layout.worker_graphs}
         for s in self.stalls:
             if s.reason == "runaway":
                 continue  # reported above, from what the count saw
@@ -172,9 +175,6 @@ class LivenessCheck:
                                                 f"t={s.t:.3f} s): it waited for a concurrency slot",
                                      request=s.rid))
                 continue
-            # A blocked node may sit in another partition's walk than the one that stalled:
-            # its producers are those of its own worker graph's walk.
-            walk_of = {wg.id: wg.walk for wg in ctx.layout.worker_graphs}
             lines = []
             chain = []
             for b in _ordered(s.blocked):
