@@ -2,7 +2,8 @@
 
 A campaign is a sequence of *chunks*. Chunk ``i`` of a campaign with seed ``s`` runs Hypothesis's
 generate phase over `strategies.scenarios` for ``chunk_size`` examples from a seed derived from
-``(s, i)`` alone, with the example database off. A chunk's result (example counts, coverage, the
+``(s, i)`` alone, with the example database off and no constants drawn from whatever modules the
+process imported (`local_constants`). A chunk's result (example counts, coverage, the
 first failing example per signature) therefore depends on nothing but its seed and the code, so
 chunks can run anywhere, in any order: in this process, or on Dask workers (a LocalCluster of N
 workers, or an existing scheduler). Results are merged in chunk order and failures deduplicated
@@ -40,6 +41,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
 from simharness.explore.execute import CHECK_PRIORITY, REFERENCE, execute
+from simharness.explore.local_constants import without_local_constants
 from simharness.explore.reduce import reduce_scenario
 from simharness.explore.strategies import scenarios
 from simharness.pool import Pool
@@ -183,7 +185,8 @@ def explore_chunk(spec: ChunkSpec, budget_s: float | None = None) -> ChunkResult
                 f.count += 1
 
     try:
-        run()
+        with without_local_constants():
+            run()
     except OutOfTime:
         return None
     out.wall_s = time.perf_counter() - t0
@@ -254,7 +257,8 @@ def shrink(spec: ChunkSpec, finding: Finding, max_calls: int = DEFAULT_SHRINK_CA
             raise _Found
 
     try:
-        run()
+        with without_local_constants():
+            run()
     except (_Found, OutOfTime):
         pass
     except Exception:  # any Hypothesis complaint: keep the unshrunk example
