@@ -77,17 +77,18 @@ class WalkFacts:
             for p in loop_back_pairs(loop):
                 owner[p] = loop
         order = {name: i for i, name in enumerate(self.nodes)}  # declaration order
-        out: set[Pair] = set()
-        for p, loop in owner.items():
+        # Per loop, once: the pairs some node outside it and declared before it sends.
+        fed_before: dict[str, set[Pair]] = {}
+        owners = {loop.name for loop in owner.values()}
+        for loop in self.loops.values():
+            if loop.name not in owners:
+                continue
             inside = {n.name for n in iter_nodes(loop.body)}
             start = min(order[n] for n in inside)
-            fed_before = any(
-                e.pair == p for n in self.nodes.values()
-                if n.name not in inside and order[n.name] < start for e in n.outputs
-            )
-            if not fed_before:
-                out.add(p)
-        return frozenset(out)
+            fed_before[loop.name] = {e.pair for n in self.nodes.values()
+                                     if n.name not in inside and order[n.name] < start
+                                     for e in n.outputs}
+        return frozenset(p for p, loop in owner.items() if p not in fed_before[loop.name])
 
     @cached_property
     def start_inputs(self) -> frozenset[Pair]:

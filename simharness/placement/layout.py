@@ -30,7 +30,7 @@ class WorkerGraph:
     def node_names(self) -> tuple[str, ...]:
         return tuple(n.name for n in iter_nodes(self.section))
 
-    @property
+    @cached_property
     def ranks(self) -> tuple[int, ...]:
         return tuple(r for inst in self.instances for r in inst)
 
@@ -82,7 +82,30 @@ class Layout:
         """(walk, node) -> the worker graph that runs that node in that walk."""
         return {(wg.walk, n): wg.id for wg in self.worker_graphs for n in wg.node_names}
 
-    @property
+    @cached_property
+    def dest_wg(self) -> dict[str, dict[str, str]]:
+        """walk -> node -> its worker graph: the routing lookup of one output edge."""
+        out: dict[str, dict[str, str]] = {}
+        for (walk, node), wg in self.wg_of.items():
+            out.setdefault(walk, {})[node] = wg
+        return out
+
+    @cached_property
+    def wgs_on_rank(self) -> dict[int, tuple[WorkerGraph, ...]]:
+        """rank -> the worker graphs with an instance on it, in layout order (every rank is a
+        key). Built once for all ranks: a rank's runtime must not scan every worker graph."""
+        out: dict[int, list[WorkerGraph]] = {r: [] for r in range(self.num_ranks)}
+        for wg in self.worker_graphs:
+            for r in dict.fromkeys(wg.ranks):
+                out.setdefault(r, []).append(wg)
+        return {r: tuple(v) for r, v in out.items()}
+
+    @cached_property
+    def has_tp(self) -> bool:
+        """Some worker graph runs as a lockstep (TP) instance of more than one rank."""
+        return any(len(inst) > 1 for wg in self.worker_graphs for inst in wg.instances)
+
+    @cached_property
     def num_ranks(self) -> int:
         return self.scenario.placement.num_ranks
 

@@ -127,14 +127,11 @@ class RankRuntime:
         self.partition_of = scenario.partition_of
         self.specs: dict[str, GraphSpec] = {
             wg.id: GraphSpec(wg.id, wg.walk, wg.section, semantics, scenario.stream_inputs(wg.walk))
-            for wg in layout.worker_graphs
-            if rank in wg.ranks
+            for wg in layout.wgs_on_rank.get(rank, ())
         }
         self.wg_of = layout.wg_of
         #: walk -> destination node -> its worker graph (the routing lookup of one output edge)
-        self._dest_wg: dict[str, dict[str, str]] = {}
-        for (walk, node), wg in layout.wg_of.items():
-            self._dest_wg.setdefault(walk, {})[node] = wg
+        self._dest_wg: dict[str, dict[str, str]] = layout.dest_wg
         #: (source partition, stream edge) -> (connection, consumer node, its worker graphs)
         self._streams = layout.stream_routes
         # Route labels, made once: a completion records where each signal went.

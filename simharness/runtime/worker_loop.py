@@ -99,6 +99,8 @@ class WorkerLoop:
         #: events go here until the door hands them out
         self.emit = self._events.append
         self._completions: list[Completion] = []
+        #: dropped loop-back pairs -> the same, sorted (see `_in_order`)
+        self._sorted_pairs: dict[frozenset[tuple[str, str]], tuple[tuple[str, str], ...]] = {}
         self._chunk_seq = 0
         self.teardown = self.teardown_class(self)
         self.lockstep = self.lockstep_class(self)
@@ -106,10 +108,9 @@ class WorkerLoop:
         self.kv = self.kv_class(self)
         self.reports = self.reports_class(self)
         # Fast paths: most layouts have no gated node and no stream here.
-        self._gated = {n for n, f in self.scenario.nodes.items() if f.script or f.kv_label}
+        self._gated = self.scenario.gated_nodes
         #: nodes inside a dynamic loop (their check_stop may end it)
-        self._dynamic_nodes = {n for wf in self.scenario.walk_facts.values()
-                               for n, loops in wf.loops_of.items() if any(lp.stop for lp in loops)}
+        self._dynamic_nodes = self.scenario.dynamic_nodes
 
     # -- the door -----------------------------------------------------------------------------
 
@@ -342,6 +343,16 @@ class WorkerLoop:
         part = self.runtime.partition_of[walk]
         return draw_stop(self.seed, rid, part, req.current[part][1], loop, dist)
 
+    def _in_order(self, pairs: frozenset[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        """A finishing loop's dropped pairs, sorted for the trace; a loop drops the same set at
+        every exit, so each set is sorted once (a wide loop drops one pair per branch)."""
+        if not pairs:
+            return ()
+        got = self._sorted_pairs.get(pairs)
+        if got is None:
+            got = self._sorted_pairs[pairs] = tuple(sorted(pairs))
+        return got
+
     def _postprocess(self, batch: Batch, now: float) -> list[Send]:
         emit = self.emit
         rank = self.rank
@@ -381,7 +392,7 @@ class WorkerLoop:
                 known = rec.kv_known.get(label, (rank, 0))[1]
                 rec.kv_local[label] = max(rec.kv_local.get(label, 0), known) + self.nodes.tokens(node, walk)
             emit(ev.Forward(now, rank, rid, walk, node, c.pass_no, c.counter, c.wg, number, start,
-                            c.loop_context, tuple(c.routes), tuple(sorted(c.filtered)) if c.filtered else (),
+                            c.loop_context, tuple(c.routes), self._in_order(c.filtered),
                             tuple(c.finished_loops), tuple(c.completed_wgs)))
         # mstar sends per request: INPUT_SIGNALS to peers, emits, streams, then the report.
         route = self.reports.route

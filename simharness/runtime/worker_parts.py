@@ -103,7 +103,7 @@ class Lockstep:
         self.rank = loop.rank
         runtime = loop.runtime
         #: most layouts have no TP instance: every lockstep question is then answered at once
-        self.has_tp = any(len(inst) > 1 for wg in runtime.layout.worker_graphs for inst in wg.instances)
+        self.has_tp = runtime.layout.has_tp
         #: the leader's batches this follower has still to run, in order
         self.follow: deque[ScheduleTp] = deque()
         self.streak = 0
@@ -111,11 +111,15 @@ class Lockstep:
     def follows(self, rid: str) -> bool:
         """This rank follows a leader for some worker graph of `rid` (it ignores the
         conductor's REMOVE and waits for its leader's copy)."""
+        if not self.has_tp:
+            return False
         req = self.loop.runtime.requests[rid]
         return any(len(r) > 1 and r[0] != self.rank and self.rank in r
                    for r in req.assignment.wg_ranks.values())
 
     def followers(self, rid: str) -> list[int]:
+        if not self.has_tp:
+            return []
         req = self.loop.runtime.requests[rid]
         return sorted({x for r in req.assignment.wg_ranks.values() if len(r) > 1 and r[0] == self.rank
                        for x in r[1:]})

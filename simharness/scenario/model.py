@@ -320,6 +320,17 @@ class Scenario:
     def partition_of(self) -> dict[str, str]:
         return {w: p for p, walks in self.partitions.items() for w in walks}
 
+    @cached_property
+    def gated_nodes(self) -> frozenset[str]:
+        """Nodes an engine gate may hold: a scripted gate, or a KV-cache label."""
+        return frozenset(n for n, f in self.nodes.items() if f.script or f.kv_label)
+
+    @cached_property
+    def dynamic_nodes(self) -> frozenset[str]:
+        """Nodes inside a dynamic loop (their ``check_stop`` may end it)."""
+        return frozenset(n for wf in self.walk_facts.values()
+                         for n, loops in wf.loops_of.items() if any(lp.stop for lp in loops))
+
     def stream_inputs(self, walk: str) -> frozenset[str]:
         """Edge names that stream into `walk` (its partition's incoming connections)."""
         return _streamed_into(self.partition_of.get(walk, DEFAULT_PARTITION), self.connections)
