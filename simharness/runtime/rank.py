@@ -185,8 +185,10 @@ class RankRuntime:
         # stream chunk from an earlier pass of the producer's partition, arriving after the
         # walk-start of that partition's next walk, must not turn the partition back.
         req = self.requests[rid]
-        if any(not sig.stream for sig in signals):
-            self.set_walk(rid, walk, pass_no)
+        for sig in signals:
+            if not sig.stream:
+                self.set_walk(rid, walk, pass_no)
+                break
         states = req.walk_states.get(self.partition_of[walk], [])
         out = []
         for sig in signals:
