@@ -80,6 +80,23 @@ def measure(scenario, runtime: str | None = None) -> dict[str, Any]:
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def measure_parts(scenario, runtime: str | None = None, checks: bool = True,
+                  digest: bool = True) -> dict[str, Any]:
+    """As `measure`, with the built-in checks and the digest each optional: what the runtime
+    model and the engine cost alone, and what the checks and the digest add on top."""
+    from simharness.engine.simulation import Simulation
+    from simharness.run import build_runtime, builtin_checks
+
+    counter = ForwardCounter()
+    observers = [counter, *(builtin_checks(scenario) if checks else ())]
+    t = time.perf_counter()
+    sim = Simulation(scenario, build_runtime(scenario, runtime), observers=observers,
+                     keep_trace=False, digest=digest)
+    sim.run()
+    wall = time.perf_counter() - t
+    return {"wall_s": wall, "forwards": counter.n}
+
+
 def main(argv: list[str]) -> None:
     kind = argv[0]
     if kind == "bagel":

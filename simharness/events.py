@@ -19,6 +19,24 @@ from simharness.runtime.signals import Signal
 SignalRef = Signal
 
 
+class SharedPairs(tuple):
+    """A tuple of (signal, node) pairs that many events hold the same copy of (a loop's dropped
+    loop-back pairs: every copy of a wide loop drops the whole set when it ends).
+
+    It is a tuple in every respect, and prints exactly as one; it only renders that text once,
+    so a trace that records a set of n pairs at each of n loop copies costs n renderings of its
+    digest text, not n squared."""
+
+    def __repr__(self) -> str:
+        text = self.__dict__.get("text")
+        if text is None:
+            text = self.__dict__["text"] = tuple.__repr__(self)
+        return text
+
+    def __reduce__(self):  # pickles (and copies) as the plain tuple it is
+        return (SharedPairs, (tuple(self),))
+
+
 class Submitted(NamedTuple):
     t: float
     rid: str

@@ -29,7 +29,7 @@ class LoopExitCheck:
         #: ((rid, walk, pass), loop) whose last iteration has begun -> (node, rank, t)
         self.last_begun: dict[tuple[tuple[str, str, int], str], tuple[str, int, float]] = {}
         #: (rid, walk, pass) -> (loop, (worker graph, rank), enclosing iterations) per finished copy
-        self._ended: dict[tuple[str, str, int], list[tuple[str, tuple[str, int], tuple]]] = {}
+        self._ended: dict[tuple[str, str, int], dict[tuple[str, int], list[tuple[str, tuple | None]]]] = {}
         self.routed: list[tuple[ev.Forward, str, list[tuple[ev.SignalRef, str]]]] = []
         #: walk -> loop -> the loop-back pairs of the loop as written
         self._loop_back = {
@@ -45,19 +45,20 @@ class LoopExitCheck:
         for name, _curr, _mx, last in e.loop_context:
             if last and (key, name) not in self.last_begun:
                 self.last_begun[(key, name)] = (e.node, e.rank, e.t)
-        done = self._ended.get(key)
+        copy_key = (e.wg, e.rank)
+        ended = self._ended.get(key)
+        done = ended.get(copy_key) if ended else None
         finished = e.finished_loops
         if not done and not finished:
-            return  # the common case: no loop of this request's pass has finished
+            return  # the common case: no loop of this copy has finished in this pass
         loops = self._loop_back.get(e.walk, {})
-        copy_key = (e.wg, e.rank)
         check = list(finished)
         if done:
             # A node of a copy that already finished must not route its pairs again, in the same
             # pass and the same iteration of the enclosing loops (an inner loop restarts on each
             # outer iteration).
-            for name, copy, outer in done:
-                if copy == copy_key and name not in check and _outer(e.loop_context, name) == outer:
+            for name, outer in done:
+                if name not in check and _outer(e.loop_context, name) == outer:
                     check.append(name)
         for name in check:
             pairs = loops.get(name, ())
@@ -65,8 +66,8 @@ class LoopExitCheck:
             if stray:
                 self.routed.append((e, name, stray))
         if finished:
-            ended = self._ended.setdefault(key, [])
-            ended.extend((name, copy_key, _outer(e.loop_context, name)) for name in finished)
+            mine = self._ended.setdefault(key, {}).setdefault(copy_key, [])
+            mine.extend((name, _outer(e.loop_context, name)) for name in finished)
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = []

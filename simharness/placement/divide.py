@@ -36,12 +36,14 @@ def group_of_nodes(
     node_names: list[str], walk: str, groups: list[tuple[tuple[str, ...], tuple[str, ...] | None]]
 ) -> dict[str, int]:
     """node -> index of the *last* group that lists it and applies to `walk` (mstar's rule)."""
-    out: dict[str, int] = {}
-    for node in node_names:
-        for idx, (names, walks) in enumerate(groups):
-            if node in names and (walks is None or walk in walks):
-                out[node] = idx
-    return out
+    wanted = set(node_names)
+    last: dict[str, int] = {}
+    for idx, (names, walks) in enumerate(groups):
+        if walks is None or walk in walks:
+            for node in names:
+                if node in wanted:
+                    last[node] = idx  # a later group overrides an earlier one
+    return {node: last[node] for node in node_names if node in last}
 
 
 def divide(

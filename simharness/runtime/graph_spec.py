@@ -92,8 +92,9 @@ class GraphSpec:
         self.loops: dict[str, LoopSpec] = {}
         self.root, self.root_of = self._registry(self._compile(section, None))
         self.n_root = len(self.root)
-        for lp in self.loops.values():
-            lp.local_loop_back = frozenset(p for p in lp.loop_back if p[1] in self.nodes)
+        if semantics.loop_back_scope == "local":  # (only this scope reads them)
+            for lp in self.loops.values():
+                lp.local_loop_back = frozenset(p for p in lp.loop_back if p[1] in self.nodes)
         #: nodes whose next iteration mstar would speculate (see `speculates`)
         self.spec_nodes = frozenset(n for n in self.nodes if self.speculates(n))
         #: what a finishing loop drops: the whole set, or (pre-fix Rust) the local pairs only

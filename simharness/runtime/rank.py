@@ -112,6 +112,18 @@ class RequestState:
 
 
 
+class Labels(dict):
+    """key -> ``template.format(key)``, each made on first use and kept."""
+
+    def __init__(self, template: str) -> None:
+        super().__init__()
+        self.template = template
+
+    def __missing__(self, key: object) -> str:
+        label = self[key] = self.template.format(key)
+        return label
+
+
 def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, GraphState]]:
     """The request's worker-graph states on this rank that belong to `walk`, in layout order."""
     return [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
@@ -134,10 +146,11 @@ class RankRuntime:
         self._dest_wg: dict[str, dict[str, str]] = layout.dest_wg
         #: (source partition, stream edge) -> (connection, consumer node, its worker graphs)
         self._streams = layout.stream_routes
-        # Route labels, made once: a completion records where each signal went.
-        self._local_label = {wg.id: LOCAL_PREFIX + wg.id for wg in layout.worker_graphs}
-        self._rank_label = {r: f"rank:{r}" for r in range(layout.num_ranks)}
-        self._stream_label = {r: f"stream:{r}" for r in range(layout.num_ranks)}
+        # Route labels, each made once, when first used: a completion records where each signal
+        # went (a rank of a wide layout talks to few of the others).
+        self._local_label = Labels(LOCAL_PREFIX + "{}")
+        self._rank_label = Labels("rank:{}")
+        self._stream_label = Labels("stream:{}")
         self.requests: dict[str, RequestState] = {}
         self._payloads = scenario.payloads
         self._default_payload = scenario.payload_bytes("")

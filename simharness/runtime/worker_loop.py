@@ -37,6 +37,7 @@ Nothing here reads a clock: `now` comes from the driver.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from simharness import events as ev
@@ -69,6 +70,15 @@ from simharness.runtime.worker_parts import (
 )
 
 
+@lru_cache(maxsize=256)
+def in_order(pairs: frozenset[tuple[str, str]]) -> ev.SharedPairs:
+    """A finishing loop's dropped pairs, sorted for the trace. Every copy of a loop drops the
+    same set (placement gives each copy the one frozenset of the loop as written), so a set is
+    sorted, and printed (see `SharedPairs`), once per run however many copies end: a wide loop
+    drops one pair per branch at each of its copies."""
+    return ev.SharedPairs(sorted(pairs))
+
+
 class WorkerLoop:
     #: the collaborators, replaceable by a runtime whose worker loop differs in one concern
     lockstep_class: type[Lockstep] = Lockstep
@@ -99,8 +109,6 @@ class WorkerLoop:
         #: events go here until the door hands them out
         self.emit = self._events.append
         self._completions: list[Completion] = []
-        #: dropped loop-back pairs -> the same, sorted (see `_in_order`)
-        self._sorted_pairs: dict[frozenset[tuple[str, str]], tuple[tuple[str, str], ...]] = {}
         self._chunk_seq = 0
         self.teardown = self.teardown_class(self)
         self.lockstep = self.lockstep_class(self)
@@ -348,16 +356,6 @@ class WorkerLoop:
         part = self.runtime.partition_of[walk]
         return draw_stop(self.seed, rid, part, req.current[part][1], loop, dist)
 
-    def _in_order(self, pairs: frozenset[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-        """A finishing loop's dropped pairs, sorted for the trace; a loop drops the same set at
-        every exit, so each set is sorted once (a wide loop drops one pair per branch)."""
-        if not pairs:
-            return ()
-        got = self._sorted_pairs.get(pairs)
-        if got is None:
-            got = self._sorted_pairs[pairs] = tuple(sorted(pairs))
-        return got
-
     def _postprocess(self, batch: Batch, now: float) -> list[Send]:
         emit = self.emit
         rank = self.rank
@@ -397,7 +395,7 @@ class WorkerLoop:
                 known = rec.kv_known.get(label, (rank, 0))[1]
                 rec.kv_local[label] = max(rec.kv_local.get(label, 0), known) + self.nodes.tokens(node, walk)
             emit(ev.Forward(now, rank, rid, walk, node, c.pass_no, c.counter, c.wg, number, start,
-                            c.loop_context, tuple(c.routes), self._in_order(c.filtered),
+                            c.loop_context, tuple(c.routes), in_order(c.filtered) if c.filtered else (),
                             tuple(c.finished_loops), tuple(c.completed_wgs)))
         # mstar sends per request: INPUT_SIGNALS to peers, emits, streams, then the report.
         route = self.reports.route
