@@ -157,9 +157,13 @@ def string(value: Any, path: str) -> str:
     return value
 
 
+#: any whitespace character (``str.isspace``'s set: the regex engine uses the same test)
+_SPACE = re.compile(r"\s")
+
+
 def name(value: Any, path: str, what: str = "a name") -> str:
     """A non-empty identifier-like string (node, walk, signal, loop and request names)."""
-    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+    if not isinstance(value, str) or not value or _SPACE.search(value):
         raise ScenarioError(path, f"expected {what} (a non-empty string without spaces), "
                                   f"got {describe(value)}")
     return value
