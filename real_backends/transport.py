@@ -117,9 +117,9 @@ class Transport:
             meta = self.pull.recv(zmq.NOBLOCK)
         except zmq.Again:
             return None
-        n, body = self.codec.frame_count(meta)
+        n, start = self.codec.frame_count(meta)
         frames = [self.pull.recv(copy=False) for _ in range(n)] if n else ()
-        return self.codec.decode_body(body, frames, on_payload)
+        return self.codec.decode_body(meta, start, frames, on_payload)
 
     def drain(self, handle: Callable[[Any], None], on_payload: OnPayload | None = None,
               limit: int = 10_000) -> int:

@@ -1,29 +1,41 @@
 """The wire format of the real backend: one message = one metadata frame + one frame per tensor.
 
 A message object (any class of `simharness.runtime.messages`, the driver's own control
-messages in `real_backends.control`, trace events) is serialised with msgpack as the metadata
+messages in `real_backends.control`, trace events) is serialised as msgpack in the metadata
 frame; every tensor it carries goes out as its own ZMQ frame, sent from the tensor's buffer.
-Tensors are never inside the metadata frame. msgpack is a maintained binary format whose
-decoder builds nothing but plain data (numbers, strings, bytes, lists, maps) plus extension
-records that this module interprets, so a frame from a peer cannot make this process build an
-arbitrary object: objects are rebuilt only from the registry below.
+Tensors are never inside the metadata frame. Both encodings below decode to nothing but plain
+data and the classes of the registry, so a frame from a peer cannot make this process build an
+arbitrary object (no pickle, no class named by the peer outside `ALLOWED_PREFIXES`).
 
-The metadata frame is two msgpack values, one after the other: the number of payload frames
-that follow, then the body. Plain data travels as msgpack's own
-types; everything else is a *tagged array* whose first item is a tag, an empty msgpack
-extension record (``msgpack.ExtType``) that no plain value decodes to. msgpack packs the items of
-a tagged array itself, calling back here for the objects among them, so a message is packed in
-one pass with no nested buffers, and decoded in one pass with one callback per array:
+The metadata frame is the number of payload frames that follow (a msgpack int), one byte that
+says how the body is encoded, then the body. The registry is the classes of the modules in
+`REGISTERED_MODULES`, sorted by name, built the same way in every process; a class's *code* is
+its index there.
+
+**Typed bodies** (the byte is the class code, below 0x80). A class whose every field has a
+concrete type annotation (the runtime's messages, most control messages) is encoded and decoded
+by msgspec, in C, from its dataclass or named-tuple definition: no Python call per object, and
+the annotations bring tuples back as tuples. Decoding validates every field against its
+annotation, so a malformed frame is refused with the path of the offending field. The one
+custom type inside is `Signal`, a plain slotted class: it travels as the array of its slots,
+plus a payload reference ``[frame index, dtype, shape]`` when the sender's
+``payload_of(signal)`` hook gives it a tensor; the receiver's ``on_payload(signal, payload)``
+hook gets that back. This is how a routed edge and its tensor travel together. This is the path
+of every message on the hot path; its profile is in docs/performance.md.
+
+**Tagged bodies** (the byte is msgpack's nil, 0xc0). Anything else (a field typed ``Any``, such
+as a batch of trace events, or a union of two classes, such as a process's final state) is
+msgpack with *tagged arrays*: plain data travels as msgpack's own types; everything else is an
+array whose first item is a tag, an empty msgpack extension record (``msgpack.ExtType``) that no
+plain value decodes to. msgpack packs the items of a tagged array itself, calling back here for
+the objects among them, and calls back once per array when decoding:
 
 * slotted classes (every slot, across the class hierarchy), dataclasses (their init fields) and
-  named tuples (their fields) become ``[OBJECT, code, field values...]``; the code is the
-  class's index in a registry built the same way in every process (the classes of the modules
-  in `REGISTERED_MODULES`, sorted by name), or its ``module:qualname`` for a class outside it
-  (loaded only from the `ALLOWED_PREFIXES` packages). Objects are encoded generically by
-  introspection, so message types added later need no change here;
-* a `Signal` is ``[SIGNAL, field values..., payload reference or None]``. The sender's
-  ``payload_of(signal)`` hook supplies the payload; the receiver's ``on_payload(signal,
-  payload)`` hook gets it back. This is how a routed edge and its tensor travel together;
+  named tuples (their fields) become ``[OBJECT, code, field values...]``, with the registry code,
+  or ``module:qualname`` for a class outside it (loaded only from the `ALLOWED_PREFIXES`
+  packages). Objects are encoded generically by introspection, so message types added later
+  need no change here;
+* a `Signal` is ``[SIGNAL, field values..., payload reference or None]``;
 * a `Payload` (or a torch tensor) anywhere in a message becomes ``[PAYLOAD, frame index, dtype,
   shape]``;
 * tuples, sets and frozensets are tagged (``TUPLE``, ``SET``, ``FROZENSET``) so that they come
@@ -40,10 +52,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import msgpack
+import msgspec
 
 from simharness.runtime.signals import Signal
 
@@ -58,6 +72,10 @@ _TUPLE_TAG, _SET_TAG, _FROZENSET_TAG = _TAGS[TUPLE], _TAGS[SET], _TAGS[FROZENSET
 #: Python call (this runs for nearly every object of every message); a decoded tag is the
 #: slice whose ``start`` is the code and whose ``stop`` is the (empty) record data.
 _EXT_HOOK = slice
+#: the body byte of a tagged body (msgpack's nil); a typed body's byte is its class code
+TAGGED = 0xC0
+#: class codes that fit the body byte (a positive msgpack fixint)
+MAX_TYPED_CODE = 0x7F
 
 
 REGISTERED_MODULES = (
@@ -96,6 +114,8 @@ class Payload:
         return f"Payload({self.dtype}{list(self.shape)}, {self.nbytes} B)"
 
 
+#: the sender's hook: the tensor (or `Payload`) a signal carries, or None. It is asked only for
+#: a signal whose `nbytes` is not 0: a signal without bytes carries no tensor.
 PayloadOf = Callable[[Signal], Any]
 OnPayload = Callable[[Signal, Payload], None]
 
@@ -117,6 +137,46 @@ def _fields_of(cls: type) -> tuple[str, ...] | None:
             own = (own,)
         slots.extend(s for s in own if s not in ("__dict__", "__weakref__") and s not in slots)
     return tuple(slots) if slotted else None
+
+
+#: msgspec type nodes that hold no Python object of their own
+_PLAIN_TYPES = (msgspec.inspect.NoneType, msgspec.inspect.BoolType, msgspec.inspect.IntType,
+                msgspec.inspect.FloatType, msgspec.inspect.StrType, msgspec.inspect.BytesType)
+
+
+def _concrete(t: Any, seen: set[type]) -> bool:
+    """Whether msgspec can encode and decode values of type node `t` (from
+    `msgspec.inspect.type_info`) with no Python object other than a `Signal` inside: no ``Any``,
+    no class msgspec does not know."""
+    mi = msgspec.inspect
+    if isinstance(t, _PLAIN_TYPES):
+        return True
+    if isinstance(t, mi.CustomType):
+        return t.cls is Signal
+    if isinstance(t, mi.ListType | mi.VarTupleType | mi.SetType | mi.FrozenSetType):
+        return _concrete(t.item_type, seen)
+    if isinstance(t, mi.TupleType):
+        return all(_concrete(x, seen) for x in t.item_types)
+    if isinstance(t, mi.DictType):
+        return _concrete(t.key_type, seen) and _concrete(t.value_type, seen)
+    if isinstance(t, mi.UnionType):
+        return all(_concrete(x, seen) for x in t.types)
+    if isinstance(t, mi.DataclassType | mi.NamedTupleType):
+        if t.cls in seen:
+            return True
+        seen.add(t.cls)
+        return all(_concrete(f.type, seen) for f in t.fields)
+    return False
+
+
+def _typed(cls: type) -> bool:
+    """Whether instances of `cls` travel as typed bodies (see the module docstring)."""
+    try:
+        info = msgspec.inspect.type_info(cls)
+        msgspec.msgpack.Decoder(cls)  # refuses what it cannot decode, e.g. a union of two classes
+    except (TypeError, ValueError):
+        return False
+    return _concrete(info, set())
 
 
 def _build_registry() -> list[type]:
@@ -176,6 +236,18 @@ class Codec:
         for i, cls in enumerate(self.classes):
             self._add(cls, i)
         self._signal = self._by_type[Signal]
+        self._index = {cls: i for i, cls in enumerate(self.classes)}
+        #: class -> its code when it travels as a typed body, None when tagged (filled lazily)
+        self._typed_code: dict[type, int | None] = {}
+        #: class code -> msgspec decoder of that class (built on first use)
+        self._decoders: dict[int, Any] = {}
+        self._enc_hook, self._dec_hook = self._make_signal_hooks()
+        #: code -> the metadata frame's head for a typed body without payload frames
+        self._heads = [bytes((0, code)) for code in range(MAX_TYPED_CODE + 1)]
+        self._encoder = msgspec.msgpack.Encoder(enc_hook=self._enc_hook)
+        # Without a payload hook a signal is the tuple of its slots, which a C attrgetter builds:
+        # no Python frame per signal.
+        self._plain_encoder = msgspec.msgpack.Encoder(enc_hook=operator.attrgetter(*self._signal.fields))
         # The message being encoded: its payload frames and the sender's payload hook. Set for
         # the length of one `encode` call (msgpack calls `_default` with the object alone).
         self._frames: list[Any] = []
@@ -197,19 +269,47 @@ class Codec:
 
     # -- encoding -----------------------------------------------------------------------------
 
+    def typed_code(self, cls: type) -> int | None:
+        """The code under which instances of `cls` travel as typed bodies, or None when they
+        travel as tagged bodies. The same in every process: it depends on the source alone."""
+        try:
+            return self._typed_code[cls]
+        except KeyError:
+            pass
+        code = self._index.get(cls)
+        if code is not None and (code > MAX_TYPED_CODE or not _typed(cls)):
+            code = None
+        self._typed_code[cls] = code
+        return code
+
     def encode(self, msg: Any, payload_of: PayloadOf | None = None) -> list[Any]:
         """Frames for `msg`: the metadata frame first, then one buffer per payload."""
+        code = self._typed_code.get(type(msg), -1)
+        if code == -1:
+            code = self.typed_code(type(msg))
+        if payload_of is None and code is not None:
+            # The common control message: a typed body with no payload frame to collect.
+            try:
+                return [self._heads[code] + self._plain_encoder.encode(msg)]
+            except Exception as exc:  # msgspec's EncodeError, TypeError from a hook
+                raise WireError(f"cannot encode a {type(msg).__name__}: {exc}") from None
         frames: list[Any] = [b""]
         self._frames, self._payload_of = frames, payload_of
         try:
-            body = self._packer.pack(msg)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise WireError(str(exc)) from None
+            if code is not None:
+                body = self._encoder.encode(msg)
+            else:
+                body = self._packer.pack(msg)
+                code = TAGGED
+        except WireError:
+            raise
+        except Exception as exc:  # msgspec's EncodeError, msgpack's TypeError and ValueError
+            raise WireError(f"cannot encode a {type(msg).__name__}: {exc}") from None
         finally:
             self._frames, self._payload_of = [], None
-        # The frame count (known only now) goes first as its own msgpack value.
+        # The frame count (known only now) goes first as its own msgpack value, then the body byte.
         n = len(frames) - 1
-        frames[0] = (bytes((n,)) if n < 0x80 else msgpack.packb(n)) + body
+        frames[0] = (bytes((n, code)) if n < 0x80 else msgpack.packb(n) + bytes((code,))) + body
         return frames
 
     def _default(self, v: Any) -> list[Any]:
@@ -218,7 +318,7 @@ class Codec:
         t = type(v)
         if t is Signal:
             ref = None
-            if self._payload_of is not None:
+            if self._payload_of is not None and v.nbytes:
                 p = self._payload_of(v)
                 if p is not None:
                     ref = self._payload_ref(p)
@@ -243,20 +343,24 @@ class Codec:
                             f"{' / '.join(ALLOWED_PREFIXES)} travel")
         return self._add(cls, f"{cls.__module__}:{cls.__qualname__}")
 
-    def _payload_ref(self, p: Any) -> list[Any]:
+    def _frame_ref(self, p: Any) -> list[Any]:
+        """Append `p`'s buffer as the next payload frame: ``[frame index, dtype, shape]``."""
         if type(p) is not Payload:
             p = payload_from_tensor(p)
         frames = self._frames
         frames.append(p.buffer)
-        return [_PAYLOAD_TAG, len(frames) - 1, p.dtype, [*p.shape]]
+        return [len(frames) - 1, p.dtype, [*p.shape]]
+
+    def _payload_ref(self, p: Any) -> list[Any]:
+        return [_PAYLOAD_TAG, *self._frame_ref(p)]
 
     # -- decoding -----------------------------------------------------------------------------
 
-    def frame_count(self, meta: bytes) -> tuple[int, Any]:
-        """(number of payload frames that follow, the body) of a metadata frame: the frame count
-        and the body are two msgpack values one after the other."""
+    def frame_count(self, meta: bytes) -> tuple[int, int]:
+        """(number of payload frames that follow, where the body byte is) of a metadata frame:
+        the frame count is a msgpack value of its own, the body byte and the body follow it."""
         if meta and meta[0] < 0x80:  # a positive fixint: the common case, read without a decoder
-            return meta[0], memoryview(meta)[1:]
+            return meta[0], 1
         try:
             head = msgpack.Unpacker(None, max_buffer_size=len(meta) + 16)
             head.feed(meta)
@@ -266,28 +370,102 @@ class Codec:
             raise WireError(f"not a metadata frame: {type(exc).__name__}: {exc}") from None
         if type(n) is not int or n < 0:
             raise WireError("not a metadata frame: no frame count")
-        return n, memoryview(meta)[used:]
+        return n, used
 
     def decode(self, meta: bytes, payload_frames: list[Any] | tuple[Any, ...] = (),
                on_payload: OnPayload | None = None) -> Any:
         """The message of a metadata frame and the payload frames that followed it."""
-        n, body = self.frame_count(meta)
+        n, start = self.frame_count(meta)
         if n != len(payload_frames):
             raise WireError(f"metadata announces {n} payload frames, {len(payload_frames)} arrived")
-        return self.decode_body(body, payload_frames, on_payload)
+        return self.decode_body(meta, start, payload_frames, on_payload)
 
-    def decode_body(self, body: Any, payload_frames: Any, on_payload: OnPayload | None = None) -> Any:
-        """The message of a body that `frame_count` split off, with its payload frames."""
-        self._in_frames, self._on_payload = payload_frames, on_payload
+    def decode_body(self, meta: Any, start: int, payload_frames: Any,
+                    on_payload: OnPayload | None = None) -> Any:
+        """The message of a metadata frame whose body byte is at `start` (as `frame_count` says),
+        with its payload frames."""
+        if len(meta) <= start:
+            raise WireError("not a metadata frame: no body")
+        kind = meta[start]
+        body = meta[start + 1:]  # a small copy of bytes is cheaper than a view of them
+        # The hooks read the frames and the receiver's hook from the codec. Without payload
+        # frames no payload reference can resolve (one would be refused as missing), so the
+        # common control message skips setting them.
+        stateful = bool(payload_frames)
+        if stateful:
+            self._in_frames, self._on_payload = payload_frames, on_payload
         try:
-            return msgpack.unpackb(body, list_hook=self._list_hook, ext_hook=_EXT_HOOK,
-                                   strict_map_key=False, raw=False)
+            if kind <= MAX_TYPED_CODE:
+                dec = self._decoders.get(kind) or self._decoder(kind)
+                return dec.decode(body)
+            if kind == TAGGED:
+                return msgpack.unpackb(body, list_hook=self._list_hook, ext_hook=_EXT_HOOK,
+                                       strict_map_key=False, raw=False)
+            raise WireError(f"not a metadata frame: unknown body byte {kind:#x}")
         except WireError:
             raise
+        except msgspec.ValidationError as exc:  # names the field: `... - at `$.signals[0]``
+            raise WireError(f"a malformed {self.classes[kind].__name__}: {exc}") from None
         except Exception as exc:
             raise WireError(f"not a metadata frame: {type(exc).__name__}: {exc}") from None
         finally:
-            self._in_frames, self._on_payload = (), None
+            if stateful:
+                self._in_frames, self._on_payload = (), None
+
+    def _decoder(self, code: int) -> Any:
+        """The msgspec decoder of the class with typed code `code`."""
+        if code >= len(self.classes) or self.typed_code(self.classes[code]) != code:
+            raise WireError(f"unknown class code {code!r} for a typed body")
+        dec = self._decoders[code] = msgspec.msgpack.Decoder(self.classes[code],
+                                                             dec_hook=self._dec_hook)
+        return dec
+
+    def _make_signal_hooks(self) -> tuple[Callable[[Any], Any], Callable[[type, Any], Any]]:
+        """msgspec's hooks for the one custom type of a typed body. A signal becomes the array of
+        its slots, plus its payload reference when the sender's hook gives it one; the decoding
+        hook rebuilds it and hands the payload to the receiver's hook. Closures over locals:
+        they run once per signal of every message."""
+        values, build = self._signal.values, self._signal.build
+        n = len(self._signal.fields)
+
+        def enc_hook(v: Any) -> Any:
+            if type(v) is not Signal:
+                raise NotImplementedError(f"a {type(v).__name__} in a typed message")
+            payload_of = self._payload_of
+            if payload_of is not None and v.nbytes:
+                p = payload_of(v)
+                if p is not None:
+                    return (*values(v), self._frame_ref(p))
+            return values(v)
+
+        def dec_hook(cls: type, v: Any) -> Any:
+            if cls is Signal and type(v) is list:
+                k = len(v)
+                if k == n:
+                    return build(v)
+                if k == n + 1:
+                    sig = build(v)  # reads the first n items
+                    p = self._payload_at(v[n])
+                    if self._on_payload is not None:
+                        self._on_payload(sig, p)
+                    return sig
+            raise WireError(f"a malformed {cls.__name__} record")
+
+        return enc_hook, dec_hook
+
+    def _payload_at(self, ref: Any) -> Payload:
+        """The payload a ``[frame index, dtype, shape]`` reference names."""
+        if type(ref) is not list or len(ref) != 3:
+            raise WireError("a malformed payload reference")
+        index, dtype, shape = ref
+        if type(index) is not int or index < 1 or type(dtype) is not str or type(shape) is not list \
+                or not all(type(d) is int for d in shape):
+            raise WireError("a malformed payload reference")
+        try:
+            buf = self._in_frames[index - 1]
+        except (IndexError, TypeError):
+            raise WireError(f"payload frame {index} is missing") from None
+        return Payload(getattr(buf, "buffer", buf), dtype, tuple(shape))
 
     def _make_list_hook(self) -> Callable[[list[Any]], Any]:
         """msgpack's hook for every decoded array: a tagged one becomes its value. msgpack
@@ -329,12 +507,7 @@ class Codec:
         if tag == PAYLOAD:
             if len(v) != 4:
                 raise WireError("a malformed payload record")
-            _, index, dtype, shape = v
-            try:
-                buf = self._in_frames[index - 1]
-            except (IndexError, TypeError):
-                raise WireError(f"payload frame {index} is missing") from None
-            return Payload(getattr(buf, "buffer", buf), dtype, tuple(shape))
+            return self._payload_at(v[1:])
         if tag == SET:
             return set(v[1:])
         if tag == FROZENSET:
