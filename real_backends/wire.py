@@ -40,7 +40,8 @@ the objects among them, and calls back once per array when decoding:
   shape]``;
 * tuples, sets and frozensets are tagged (``TUPLE``, ``SET``, ``FROZENSET``) so that they come
   back as what they were (msgpack has one array type); sets travel sorted, so equal messages
-  encode to equal bytes.
+  encode to equal bytes. A subclass of tuple other than a named tuple comes back as the plain
+  tuple it is equal to.
 
 A `Payload` is a buffer (any object with the buffer protocol) plus the dtype name and shape of
 the tensor it holds; `real_backends.tensors` turns payloads into torch tensors and back. This
@@ -332,6 +333,10 @@ class Codec:
             return self._payload_ref(v)
         if t is set or t is frozenset:
             return [_SET_TAG if t is set else _FROZENSET_TAG, *_sorted(v)]
+        if isinstance(v, tuple) and not hasattr(t, "_fields"):
+            # A tuple subclass that only changes how it prints or caches (events.SharedPairs)
+            # travels as the tuple it is equal to.
+            return [_TUPLE_TAG, *v]
         cc = self._register(t)
         return [_OBJECT_TAG, cc.code, *cc.values(v)]
 

@@ -262,7 +262,8 @@ def test_plain_data_in_a_tagged_body_comes_back_as_the_same_types():
     data = {"t": (1, (2, 3)), "l": [1, [2]], "s": {3, 1, 2}, "f": frozenset({"a", "b"}),
             (0, 1): b"\x00raw", 5: None, "x": 1.5}
     event = ev.Delivered(0.25, 1, "r0", "w", 0, 2, ((sig(), "w#0", "slot"),))
-    value = ctl.EventBatch(endpoint=0, events=[data, event, sig()])
+    shared = ev.SharedPairs([("latents", "LLM"), ("v_cfg_text", "combine_cfg")])
+    value = ctl.EventBatch(endpoint=0, events=[data, event, sig(), shared])
     frames = codec.encode(value)
     assert frames[0][1] == wire.TAGGED
     back = codec.decode(frames[0], frames[1:])
@@ -273,3 +274,5 @@ def test_plain_data_in_a_tagged_body_comes_back_as_the_same_types():
     assert type(got["f"]) is frozenset and type(got[(0, 1)]) is bytes
     assert type(back.events[1]) is ev.Delivered and same(back.events[1], event)
     assert same(back.events[2], value.events[2])
+    # a tuple subclass that only prints differently comes back as the tuple it equals
+    assert back.events[3] == shared and repr(back.events[3]) == repr(shared)
