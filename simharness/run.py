@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +64,7 @@ def build_runtime(scenario: Scenario, name: str | None = None) -> Any:
 
 
 def judge(checks: list[Any], scenario: Scenario, layout: Any,
-          outcomes: dict[str, str]) -> list[Violation]:
+          outcomes: Mapping[str, str]) -> list[Violation]:
     """The checks' verdict once they have seen every event of a run (either driver's)."""
     return finish_checks(checks, RunContext(scenario, layout, outcomes))
 

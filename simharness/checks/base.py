@@ -8,7 +8,7 @@ violations. Checks never change what runs. Each has a stable ``name`` used in
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,7 +47,7 @@ class RunContext:
 
     scenario: Scenario
     layout: Layout
-    outcomes: dict[str, str]
+    outcomes: Mapping[str, str]
 
 
 class Check(Protocol):

@@ -5,7 +5,8 @@ that walk ran the node `n` times in that walk (all passes together) on each rank
 ``per_request_kind: {kind: {walk: {node: n}}}``: the same, for the requests of one kind.
 
 A finished request's counts are frozen into an interned tuple (requests that ran alike share
-it), so what the check keeps does not grow with the requests a run has finished.
+it, and each holds one slot of a `RidMap`), so what the check keeps does not grow with the
+requests a run has finished by more than a few bytes each.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
+from simharness.ridmap import RidMap
 from simharness.scenario.model import Scenario
 
 
@@ -25,10 +27,12 @@ class ExpectCheck:
         if scenario is not None and not (scenario.expect.forwards_per_request
                                          or scenario.expect.per_request_kind):
             self.on_Forward = None  # type: ignore[assignment]  # nothing expected: nothing to count
-        #: rid -> (walk, node, rank) -> forwards; a finished request's is a frozen tuple of items
-        self.counts: dict[str, Counter[tuple[str, str, int]] | tuple[Any, ...]] = {}
+        #: rid -> (walk, node, rank) -> forwards, while the request runs
+        self._live: dict[str, Counter[tuple[str, str, int]]] = {}
+        #: rid -> the frozen items of its counts, once it ended
+        self._frozen: RidMap[tuple[Any, ...]] = RidMap()
         #: rid -> (request kind, walks, placement)
-        self.admitted: dict[str, tuple[str, tuple[str, ...], Any]] = {}
+        self.admitted: RidMap[tuple[str, tuple[str, ...], Any]] = RidMap()
         self._interned: dict[Any, Any] = {}
 
     def on_Admitted(self, e: ev.Admitted) -> None:
@@ -36,16 +40,21 @@ class ExpectCheck:
         self.admitted[e.rid] = self._interned.setdefault(facts, facts)
 
     def on_Forward(self, e: ev.Forward) -> None:
-        have = self.counts.get(e.rid)
-        if type(have) is not Counter:
-            have = self.counts[e.rid] = Counter(dict(have or ()))  # a late forward reopens
+        have = self._live.get(e.rid)
+        if have is None:  # the request's first forward, or a late one (it reopens)
+            have = self._live[e.rid] = Counter(dict(self._frozen.pop(e.rid, ())))
         have[(e.walk, e.node, e.rank)] += 1
 
     def on_RequestEnded(self, e: ev.RequestEnded) -> None:
-        have = self.counts.get(e.rid)
-        if type(have) is Counter:
+        have = self._live.pop(e.rid, None)
+        if have is not None:
             frozen = tuple(sorted(have.items()))
-            self.counts[e.rid] = self._interned.setdefault(frozen, frozen)
+            self._frozen[e.rid] = self._interned.setdefault(frozen, frozen)
+
+    def counts_of(self, rid: str) -> dict[tuple[str, str, int], int]:
+        """One request's forwards per (walk, node, rank)."""
+        live = self._live.get(rid)
+        return dict(live) if live is not None else dict(self._frozen.get(rid, ()))
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = []
@@ -54,7 +63,7 @@ class ExpectCheck:
                 continue
             request_kind, walks, placement_items = self.admitted[rid]
             placement = dict(placement_items)
-            counts = dict(self.counts.get(rid, ()))
+            counts = self.counts_of(rid)
             # walk -> node -> (count, the expect key it came from); a kind's own count wins
             wanted: dict[str, dict[str, tuple[int, str]]] = {}
             for walk, per_node in ctx.scenario.expect.forwards_per_request.items():

@@ -28,6 +28,7 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, counters_text, rid_order
+from simharness.ridmap import RidMap
 from simharness.rng import draw_stop
 
 Key = tuple[str, str, int, str]  # walk, node, rank, rid
@@ -41,13 +42,13 @@ class ForwardLog:
 
     While a request runs its forwards are appended to lists; when it ends (`close`) they become
     one tuple, interned: the thousands of requests of a soak that ran alike share one copy, so
-    what a finished request costs is one dict entry. A forward for a closed request (a stray
-    after the end) reopens it.
+    what a finished request costs is one slot of a `RidMap`. A forward for a closed request (a
+    stray after the end) reopens it.
     """
 
     def __init__(self) -> None:
         self._open: dict[str, Log] = {}
-        self._closed: dict[str, tuple[tuple[Place, tuple[tuple[int, int | None], ...]], ...]] = {}
+        self._closed: RidMap[tuple[tuple[Place, tuple[tuple[int, int | None], ...]], ...]] = RidMap()
         self._interned: dict[Any, Any] = {}
 
     def add(self, e: ev.Forward) -> None:
@@ -103,15 +104,19 @@ class ForwardsCheck:
     def __init__(self) -> None:
         #: every forward, per request
         self.log = ForwardLog()
+        # Per request, a slot each (`RidMap`): what a finished request leaves is interned.
         #: rid -> (request kind, placement) of its admission
-        self.admitted: dict[str, tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]] = {}
-        self.started: dict[str, list[tuple[str, int]] | tuple[tuple[str, int], ...]] = {}
-        self.passes_done: dict[str, set[tuple[str, int]] | frozenset[tuple[str, int]]] = {}
+        self.admitted: RidMap[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]] = RidMap()
+        #: rid -> (walk, pass) started: a list while the request runs, a tuple once it ended
+        self.started: RidMap[list[tuple[str, int]] | tuple[tuple[str, int], ...]] = RidMap()
+        #: rid -> (walk, pass) completed: a set while the request runs, a frozenset once it ended
+        self.passes_done: RidMap[set[tuple[str, int]] | frozenset[tuple[str, int]]] = RidMap()
         self.overshoots: dict[Key, int] = defaultdict(int)
         self._interned: dict[Any, Any] = {}
 
     def on_Admitted(self, e: ev.Admitted) -> None:
-        self.admitted[e.rid] = (e.request_kind, intern(self._interned, e.placement))
+        facts = (e.request_kind, intern(self._interned, e.placement))
+        self.admitted[e.rid] = intern(self._interned, facts)
 
     def on_WalkStarted(self, e: ev.WalkStarted) -> None:
         have = self.started.get(e.rid)
@@ -135,10 +140,12 @@ class ForwardsCheck:
         # Freeze what the request left: shared with every request that ran alike.
         rid = e.rid
         self.log.close(rid)
-        if rid in self.started:
-            self.started[rid] = intern(self._interned, tuple(self.started[rid]))
-        if rid in self.passes_done:
-            self.passes_done[rid] = intern(self._interned, frozenset(self.passes_done[rid]))
+        started = self.started.get(rid)
+        if started is not None:
+            self.started[rid] = intern(self._interned, tuple(started))
+        done = self.passes_done.get(rid)
+        if done is not None:
+            self.passes_done[rid] = intern(self._interned, frozenset(done))
 
     def expected(self, ctx: RunContext, rid: str | None = None
                  ) -> tuple[dict[Key, dict[int, list[int | None]]], set[Key]]:

@@ -18,9 +18,10 @@ compare) and tears the request down, or ends the run if the same work keeps goin
 The violation names the request, the node and rank, how far past the explained count it ran,
 and the cycle: the forwards of that request between the node's last two forwards.
 
-What the count keeps stays flat in finished requests: when a request ends its counts and its
-window of recent forwards are frozen into one interned tuple (requests that ran alike share it)
-and thawed only if a forward for it comes later, so nothing restarts.
+What the count keeps stays flat in finished requests: when a request ends its counts, its
+passes per walk and its window of recent forwards are frozen into interned tuples (requests that
+ran alike share them, and each holds one slot of a `RidMap`) and thawed only if an event for it
+comes later, so nothing restarts.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from math import prod
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join
+from simharness.ridmap import RidMap
 from simharness.scenario.model import Scenario
 
 #: How many times the explained forwards a (request, walk, node, rank) may run before it counts
@@ -71,15 +73,18 @@ class LivenessCheck:
         self.trips = 0
         self._facts = scenario.walk_facts if scenario is not None else None
         self._per_pass: dict[tuple[str, str], int] = {}
-        self._passes: dict[tuple[str, str], int] = {}
+        #: rid -> walk -> passes started, while the request runs
+        self._passes: dict[str, dict[str, int]] = {}
+        #: rid -> ((walk, passes started), ...) of an ended request
+        self._passes_ended: RidMap[tuple[tuple[str, int], ...]] = RidMap()
         self._counts: dict[Key, int] = {}
         self._next_trip: dict[Key, int] = {}
         self._recent: dict[str, deque[str]] = {}
         #: rid -> the keys of that request in `_counts` (so its end can freeze them)
         self._keys_of: dict[str, list[Key]] = {}
         #: rid -> (((walk, node, rank), count, next trip), ...), recent window) of an ended request
-        self._ended: dict[str, tuple[tuple[tuple[tuple[str, str, int], int, int | None], ...],
-                                     tuple[str, ...]]] = {}
+        self._ended: RidMap[tuple[tuple[tuple[tuple[str, str, int], int, int | None], ...],
+                                  tuple[str, ...]]] = RidMap()
         self._interned: dict[object, object] = {}
         self._labels: dict[tuple[str, int], str] = {}
 
@@ -87,18 +92,28 @@ class LivenessCheck:
         self.stalls.append(e)
 
     def on_WalkStarted(self, e: ev.WalkStarted) -> None:
-        key = (e.rid, e.walk)
-        self._passes[key] = self._passes.get(key, 0) + 1
+        passes = self._passes.get(e.rid)
+        if passes is None:  # the request's first pass (or a pass after it ended: reopen it)
+            passes = self._passes[e.rid] = dict(self._passes_ended.pop(e.rid, ()))
+        passes[e.walk] = passes.get(e.walk, 0) + 1
+
+    def _passes_of(self, rid: str, walk: str) -> int:
+        passes = self._passes.get(rid)
+        if passes is not None:
+            return passes.get(walk, 0)
+        return dict(self._passes_ended.get(rid, ())).get(walk, 0)
 
     def on_Forward(self, e: ev.Forward) -> None:
         if self._facts is None:
             return
         rid = e.rid
-        if rid in self._ended:
-            self._thaw(rid)
         recent = self._recent.get(rid)
-        if recent is None:
-            recent = self._recent[rid] = deque(maxlen=_RECENT)
+        if recent is None:  # the request's first forward, or one after it ended (thaw it)
+            if rid in self._ended:
+                self._thaw(rid)
+                recent = self._recent[rid]
+            else:
+                recent = self._recent[rid] = deque(maxlen=_RECENT)
         label = self._labels.get((e.node, e.rank))
         if label is None:  # one string per (node, rank), shared by every request's window
             label = self._labels[(e.node, e.rank)] = f"{e.node}@{e.rank}"
@@ -115,14 +130,26 @@ class LivenessCheck:
             self._trip(e, key, n, limit)
 
     def on_RequestEnded(self, e: ev.RequestEnded) -> None:
+        intern = self._interned.setdefault
+        passes = self._passes.pop(e.rid, None)
+        if passes is not None:
+            frozen = tuple(sorted(passes.items()))
+            self._passes_ended[e.rid] = intern(frozen, frozen)  # type: ignore[assignment]
         keys = self._keys_of.pop(e.rid, None)
         if keys is None:
             return
         counts, trips = self._counts, self._next_trip
-        intern = self._interned.setdefault
         tally = tuple(sorted((k[1:], counts.pop(k), trips.pop(k, None)) for k in keys))
-        window = tuple(self._recent.pop(e.rid, ()))
-        self._ended[e.rid] = (intern(tally, tally), intern(window, window))  # type: ignore[assignment]
+        recent = self._recent.pop(e.rid, ())
+        # The window differs from request to request (how the ranks interleaved), so it is kept
+        # only where a later forward could need it: a cycle is cut between the node's last two
+        # forwards, and a thawed request trips only once a count passes its limit, so unless
+        # some count has reached its limit already, the trip comes at the node's second forward
+        # after the thaw at the earliest and its cycle lies wholly after the thaw.
+        at_limit = any(limit is not None and n >= limit for _k, n, limit in tally)
+        window = tuple(recent) if at_limit else ()
+        pair = (intern(tally, tally), intern(window, window))
+        self._ended[e.rid] = intern(pair, pair)  # type: ignore[assignment]
 
     def _thaw(self, rid: str) -> None:
         frozen, recent = self._ended.pop(rid)
@@ -143,7 +170,7 @@ class LivenessCheck:
             if wf is not None and node in wf.nodes:
                 per_pass = prod(lp.max_iters for lp in wf.loops_of.get(node, ()))
             self._per_pass[(walk, node)] = per_pass
-        return per_pass * max(1, self._passes.get((rid, walk), 0))
+        return per_pass * max(1, self._passes_of(rid, walk))
 
     def _limit(self, rid: str, walk: str, node: str) -> int:
         return RUNAWAY_FACTOR * self._explained(rid, walk, node) + RUNAWAY_SLACK
@@ -237,7 +264,7 @@ class LivenessCheck:
             if key in seen:
                 continue  # the second trip of the same work: the run ended there
             seen.add(key)
-            passes = max(1, self._passes.get((r.rid, r.walk), 0))
+            passes = max(1, self._passes_of(r.rid, r.walk))
             per_pass = r.explained // passes
             cycle = " -> ".join(r.cycle)
             msg = (f"{r.rid} ran away in walk {r.walk} (pass {r.pass_no}) at t={r.t:.3f} s: "

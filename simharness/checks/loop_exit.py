@@ -10,15 +10,21 @@ stray edges of the loop-exit drift.
 Earlier completions of the last iteration may route pairs of the loop's set: a nested loop's
 pairs belong to every enclosing loop's set too (mstar propagates them upward), and the inner loop
 keeps iterating during the outer loop's last iteration, seeded by the outer body each time.
+
+What the check keeps of a request stays flat once it ends: its entries are frozen into one
+interned tuple (requests that ran alike share it, and each holds one slot of a `RidMap`) and
+thawed only if a forward for it comes later.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join
 from simharness.graph.derive import loop_back_pairs
+from simharness.ridmap import RidMap
 from simharness.scenario.model import Scenario
 
 
@@ -26,10 +32,15 @@ class LoopExitCheck:
     name = "loop_exit"
 
     def __init__(self, scenario: Scenario) -> None:
-        #: ((rid, walk, pass), loop) whose last iteration has begun -> (node, rank, t)
-        self.last_begun: dict[tuple[tuple[str, str, int], str], tuple[str, int, float]] = {}
+        #: ((rid, walk, pass), loop) whose last iteration has begun -> (node, rank) that began it
+        self.last_begun: dict[tuple[tuple[str, str, int], str], tuple[str, int]] = {}
         #: (rid, walk, pass) -> (loop, (worker graph, rank), enclosing iterations) per finished copy
         self._ended: dict[tuple[str, str, int], dict[tuple[str, int], list[tuple[str, tuple | None]]]] = {}
+        #: rid -> its keys in `last_begun` and `_ended`, while the request runs
+        self._keys: dict[str, list[tuple[bool, Any]]] = {}
+        #: rid -> its entries of `last_begun` and `_ended` without the rid, once it ended
+        self._frozen: RidMap[tuple[tuple[bool, Any, Any], ...]] = RidMap()
+        self._interned: dict[Any, Any] = {}
         self.routed: list[tuple[ev.Forward, str, list[tuple[ev.SignalRef, str]]]] = []
         #: walk -> loop -> the loop-back pairs of the loop as written
         self._loop_back = {
@@ -41,10 +52,14 @@ class LoopExitCheck:
                            for name, lp in wf.loops.items()}
 
     def on_Forward(self, e: ev.Forward) -> None:
+        keys = self._keys.get(e.rid)
+        if keys is None:  # the request's first forward, or one after it ended (thaw it)
+            keys = self._thaw(e.rid)
         key = (e.rid, e.walk, e.pass_no)
         for name, _curr, _mx, last in e.loop_context:
             if last and (key, name) not in self.last_begun:
-                self.last_begun[(key, name)] = (e.node, e.rank, e.t)
+                self.last_begun[(key, name)] = (e.node, e.rank)
+                keys.append((True, (key, name)))
         copy_key = (e.wg, e.rank)
         ended = self._ended.get(key)
         done = ended.get(copy_key) if ended else None
@@ -66,8 +81,53 @@ class LoopExitCheck:
             if stray:
                 self.routed.append((e, name, stray))
         if finished:
-            mine = self._ended.setdefault(key, {}).setdefault(copy_key, [])
+            ended = self._ended.get(key)
+            if ended is None:
+                ended = self._ended[key] = {}
+                keys.append((False, key))
+            mine = ended.setdefault(copy_key, [])
             mine.extend((name, _outer(e.loop_context, name)) for name in finished)
+
+    def on_RequestEnded(self, e: ev.RequestEnded) -> None:
+        keys = self._keys.pop(e.rid, None)
+        if not keys:
+            return
+        # The rid is dropped from every key: requests that ran alike freeze to equal tuples.
+        items = []
+        for begun, k in keys:
+            if begun:
+                (_rid, walk, p), name = k
+                items.append((True, (walk, p, name), self.last_begun.pop(k)))
+            else:
+                _rid, walk, p = k
+                per_copy = self._ended.pop(k)
+                items.append((False, (walk, p), tuple((c, tuple(v)) for c, v in per_copy.items())))
+        frozen = tuple(items)
+        self._frozen[e.rid] = self._interned.setdefault(frozen, frozen)
+
+    def _thaw(self, rid: str) -> list[tuple[bool, Any]]:
+        keys: list[tuple[bool, Any]] = []
+        for begun, k, value in self._frozen.pop(rid, ()):
+            if begun:
+                walk, p, name = k
+                key = ((rid, walk, p), name)
+                self.last_begun[key] = value
+            else:
+                walk, p = k
+                key = (rid, walk, p)
+                self._ended[key] = {c: list(v) for c, v in value}
+            keys.append((begun, key))
+        self._keys[rid] = keys
+        return keys
+
+    def _begun_by(self, rid: str, walk: str, pass_no: int, loop: str) -> tuple[str, int] | None:
+        got = self.last_begun.get(((rid, walk, pass_no), loop))
+        if got is not None:
+            return got
+        for begun, k, value in self._frozen.get(rid, ()):
+            if begun and k == (walk, pass_no, loop):
+                return value
+        return None
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = []
@@ -77,7 +137,7 @@ class LoopExitCheck:
                 by_where[where].append(f"{sig.name}→{sig.dest}")
             parts = [f"{and_join(edges)} ({_where_text(where, e.rank)})" for where, edges in by_where.items()]
             mx = self._max_iters.get((e.walk, loop), 0)
-            first = self.last_begun.get(((e.rid, e.walk, e.pass_no), loop), (e.node, e.rank, e.t))
+            first = self._begun_by(e.rid, e.walk, e.pass_no, loop) or (e.node, e.rank)
             when = (f"after its last iteration (counter {mx - 1}) began to complete"
                     if loop in e.finished_loops else f"after its copy in {e.wg} had ended")
             out.append(Violation(

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
+from simharness.ridmap import RidMap
 from simharness.scenario.model import Scenario
 
 
@@ -25,7 +26,8 @@ class TpAgreementCheck:
         if scenario is not None and all(g.instance_size == 1 for g in scenario.placement.node_groups):
             # No lockstep instance in this layout: nothing to observe.
             self.on_Forward = self.on_BatchStarted = None  # type: ignore[assignment]
-        self._placement: dict[str, dict[str, tuple[int, ...]]] = {}
+        #: rid -> its placement (a slot per request, the dict shared by requests placed alike)
+        self._placement: RidMap[dict[str, tuple[int, ...]]] = RidMap()
         self._placements: dict[tuple, dict[str, tuple[int, ...]]] = {}
         #: rank -> [(node, walk, rids)] in the order the rank started them
         self.batches: dict[int, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
@@ -34,7 +36,6 @@ class TpAgreementCheck:
         self.leaks: list[tuple[ev.Forward, list[str]]] = []
 
     def on_Admitted(self, e: ev.Admitted) -> None:
-        # Requests placed alike share one dict: what a finished request costs stays small.
         placement = self._placements.get(e.placement)
         if placement is None:
             placement = self._placements[e.placement] = dict(e.placement)

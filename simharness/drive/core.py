@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from simharness import events as ev
+from simharness.ridmap import RidMap
 from simharness.runtime.conductor import StallPosition
 from simharness.runtime.effects import Abort
 from simharness.scenario.model import Scenario
@@ -58,8 +59,11 @@ class Workload:
         self.phases = scenario.workload
         self._issued = [0] * len(self.phases)
         self._next_id = 0
-        #: rid -> outcome, in submission order; "" while the request is open
-        self.outcomes: dict[str, str] = {}
+        #: rid -> outcome, in submission order; "" while the request is open (a slot per
+        #: request, not a dict entry: a soak's outcomes stay small)
+        self.outcomes: RidMap[str] = RidMap()
+        #: the requests not ended yet, in submission order
+        self._open: dict[str, None] = {}
         #: set when the run stops taking new work (a deadline, a crashed process)
         self.stopped = False
         # The callback form (`start` / `ended`): the phase running and its open requests.
@@ -81,6 +85,7 @@ class Workload:
         rid = f"r{self._next_id}"
         self._next_id += 1
         self.outcomes[rid] = ""
+        self._open[rid] = None
         return Submission(rid=rid, kind=p.kind_of(n))
 
     def end(self, rid: str, outcome: str) -> bool:
@@ -88,6 +93,7 @@ class Workload:
         if self.outcomes.get(rid):
             return False
         self.outcomes[rid] = outcome
+        self._open.pop(rid, None)
         return True
 
     # A driver whose clients are callbacks rather than processes (the launcher) uses these two:
@@ -132,11 +138,11 @@ class Workload:
         return []
 
     def unfinished(self) -> list[str]:
-        return [rid for rid, o in self.outcomes.items() if not o]
+        return list(self._open)
 
-    def final_outcomes(self) -> dict[str, str]:
+    def final_outcomes(self) -> RidMap[str]:
         """Every submitted request's outcome; one that never ended is ``failed``."""
-        return {rid: (o or "failed") for rid, o in self.outcomes.items()}
+        return RidMap((rid, o or "failed") for rid, o in self.outcomes.items())
 
 
 # -- hangs and stall reports -------------------------------------------------------------------

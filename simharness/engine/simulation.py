@@ -31,7 +31,7 @@ Nothing here reads the wall clock; `wall_s` is measured by the caller around `ru
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,7 @@ from simharness.drive.worker import worker_main
 from simharness.engine.faults import Perturbations
 from simharness.engine.network import Network
 from simharness.placement.layout import Layout
+from simharness.ridmap import RidMap
 from simharness.rng import RandomStreams
 from simharness.runtime.api_client import ApiClient
 from simharness.runtime.assembly import build_conductor, build_worker_loop, policy_of
@@ -76,7 +77,8 @@ class SimResult:
     layout: Layout
     recorder: Recorder
     sim_time_s: float
-    outcomes: dict[str, str] = field(default_factory=dict)
+    #: rid -> outcome (a `RidMap`: a slot per request, for a soak's hundred thousand)
+    outcomes: Mapping[str, str] = field(default_factory=dict)
     #: what the runtime under test wants its user to know (e.g. a fallback it took)
     notes: tuple[str, ...] = ()
     #: every forward per request (`checks.forwards.ForwardLog`), set by the runner that ran the
@@ -133,8 +135,8 @@ class Simulation:
         self._collectives: dict[tuple[tuple[int, ...], int], list[Any]] = {}
 
     @property
-    def outcomes(self) -> dict[str, str]:
-        return {rid: o for rid, o in self.workload.outcomes.items() if o}
+    def outcomes(self) -> RidMap[str]:
+        return RidMap((rid, o) for rid, o in self.workload.outcomes.items() if o)
 
     def collective(self, instance: tuple[int, ...], number: int) -> simpy.Event:
         """The rendezvous of a lockstep batch: it fires when every rank of the instance has

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from simharness import events as ev
+from simharness.ridmap import RidSet
 from simharness.runtime.messages import (
     CLIENT_ID,
     CONDUCTOR_ID,
@@ -70,7 +71,8 @@ class Teardown:
         self.loop = loop
         #: rids whose REMOVE arrived while a batch of theirs ran (removed after it finishes)
         self.pending: set[str] = set()
-        self.removed: set[str] = set()
+        #: rids removed on this rank (a byte each: it grows with every request the rank served)
+        self.removed: RidSet = RidSet()
         #: rid -> messages that arrived before the request's NEW_REQUEST
         self.early: dict[str, list[Any]] = {}
         #: rid -> kinds of messages that arrived after the request was removed here

@@ -1,14 +1,22 @@
 """Memory flat in finished requests: a run that keeps no trace digests as it goes, and what the
-checks keep of a finished request is frozen and shared with every request that ran alike."""
+checks keep of a finished request is frozen and shared with every request that ran alike, in a
+slot of a `RidMap` (a few bytes), in the runtime, the driver and the checks alike."""
 
 from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections import deque
+from typing import Any
 
 import pytest
 
 from simharness import events as ev
 from simharness.checks import builtin_checks
 from simharness.checks.forwards import ForwardLog
-from simharness.run import run_scenario, simulate
+from simharness.engine.simulation import Simulation
+from simharness.ridmap import RidMap, RidSet
+from simharness.run import build_runtime, run_scenario, simulate
 from simharness.scenario.loader import load_scenario
 from simharness.trace import Recorder
 from tests.conftest import SCENARIOS
@@ -82,3 +90,60 @@ def test_a_run_that_neither_keeps_nor_digests_says_so():
         rec.digest()
     result, _ = simulate(_bagel(1), keep_trace=False, digest=False)
     assert result.events == []
+
+
+def _run_flat(n: int) -> tuple[Simulation, list[Any]]:
+    sc = _bagel(n)
+    checks = builtin_checks(sc)
+    guard = next(c for c in checks if c.name == "liveness")
+    sim = Simulation(sc, build_runtime(sc), observers=checks, keep_trace=False, guard=guard,
+                     digest=False)
+    sim.run()
+    return sim, checks
+
+
+def _tables(sim: Simulation, checks: list[Any]) -> dict[str, int]:
+    """The size of every container the run's parts hold (one level down: each check, the
+    conductor, the client, the workload, each rank's loop, runtime, teardown and scheduler),
+    except the compact per-request tables, whose entries cost a slot each."""
+    owners: dict[str, Any] = {"sim": sim, "conductor": sim.conductor, "client": sim.client,
+                              "workload": sim.workload, "network": sim.network}
+    owners.update({c.name: c for c in checks})
+    for w in sim.workers:
+        for part in ("loop", "loop.runtime", "loop.teardown", "loop.scheduler"):
+            obj = w
+            for attr in part.split("."):
+                obj = getattr(obj, attr)
+            owners[f"{part}@{w.rank}"] = obj
+    sizes: dict[str, int] = {}
+    for owner, obj in owners.items():
+        for attr, value in vars(obj).items():
+            if isinstance(value, dict | list | set | deque | tuple) and not isinstance(value, RidMap):
+                sizes[f"{owner}.{attr}"] = len(value)
+            elif isinstance(value, RidMap | RidSet):
+                assert len(value) <= 40  # a slot per request, never more
+    return sizes
+
+
+def test_finished_requests_leave_nothing_but_a_slot():
+    # Structural, not timed: five times the requests leave every table the same size, and the
+    # memory the whole run still holds at its end grows by a few bytes per request (the slots
+    # of the compact tables), not by the 1.5 KB a dict entry and its frozen state cost each.
+    small = _run_flat(8)  # also warms what a first run builds once (caches, interned names)
+
+    def held(n: int) -> tuple[int, tuple[Simulation, list[Any]]]:
+        gc.collect()
+        base = tracemalloc.get_traced_memory()[0]
+        run = _run_flat(n)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - base, run
+
+    tracemalloc.start()
+    try:
+        held_small, _ = held(8)
+        held_large, large = held(40)
+    finally:
+        tracemalloc.stop()
+    assert _tables(*large) == _tables(*small)
+    per_request = (held_large - held_small) / 32
+    assert per_request < 250, f"{per_request:.0f} bytes kept per finished request"
