@@ -18,6 +18,7 @@ from typing import Any
 
 from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
 from simharness.checks.forwards import ForwardsCheck
+from simharness.checks.liveness import LivenessCheck
 from simharness.engine.simulation import SimResult, Simulation
 from simharness.errors import ScenarioError, UsageError
 from simharness.runtime import registry
@@ -81,11 +82,12 @@ def simulate(
     """
     runtime = build_runtime(scenario, runtime_name)
     checks = builtin_checks(scenario)
-    guard = next((c for c in checks if c.name == "liveness"), None)
+    # The liveness check is the runaway guard; the forwards check's log is what the summary and
+    # the console show. Both found by type, as the checks they are.
+    guard = next((c for c in checks if isinstance(c, LivenessCheck)), None)
     sim = Simulation(scenario, runtime, observers=[*checks, *observers], keep_trace=keep_trace,
                      guard=guard, digest=digest)
     result = sim.run()
-    # The forwards check's log is what the summary and the console show.
     result.forward_log = next((c.log for c in checks if isinstance(c, ForwardsCheck)), None)
     return result, judge(checks, scenario, result.layout, result.outcomes)
 
