@@ -84,7 +84,12 @@ def edge(e: Any) -> dict[str, Any]:
 
 
 def chunk_policy(policy: Any) -> dict[str, Any]:
-    """A ChunkPolicy object -> ``{sliding_window: ...}`` / ``{left_context: ...}`` / ``{fixed: ...}``."""
+    """A ChunkPolicy object -> ``{sliding_window: ...}`` / ``{left_context: ...}`` / ``{fixed: ...}``.
+
+    Read through the policy's public methods where they tell the fact: a fresh policy (the
+    connection's factory makes one) has read no chunk yet, so its ``window_size()`` is the
+    window (sliding) or the chunk (fixed) and ``next_chunk_size`` the stride.
+    """
     from mstar.streaming.chunk_policy import (
         FixedChunkPolicy,
         LeftContextChunkPolicy,
@@ -92,15 +97,28 @@ def chunk_policy(policy: Any) -> dict[str, Any]:
     )
 
     if isinstance(policy, SlidingWindowChunkPolicy):
-        return {"sliding_window": {"window": policy._window, "stride": policy._stride}}
+        window = policy.window_size()
+        return {"sliding_window": {"window": window, "stride": policy.next_chunk_size(window)}}
     if isinstance(policy, LeftContextChunkPolicy):
-        return {"left_context": {"chunk": policy._chunk, "context": policy._left_context}}
+        chunk, context = _left_context_sizes(policy)
+        return {"left_context": {"chunk": chunk, "context": context}}
     if isinstance(policy, FixedChunkPolicy):
-        out: dict[str, Any] = {"chunk": policy._chunk_size}
-        if policy._continue_after_done:
+        out: dict[str, Any] = {"chunk": policy.window_size()}
+        if policy.continue_after_producer_done():
             out["continue_after_done"] = True
         return {"fixed": out}
     raise TypeError(f"unknown mstar chunk policy {type(policy).__name__}")
+
+
+def _left_context_sizes(policy: Any) -> tuple[int, int]:
+    """(chunk, left context) of an mstar ``LeftContextChunkPolicy``.
+
+    No public method states them: ``window_size()`` and ``next_chunk_size()`` change once the
+    first chunk is read, so this reads the constructor's arguments as mstar-ai 0.2.1 stores them
+    (``mstar/streaming/chunk_policy.py``: ``_chunk`` and ``_left_context``). The one place that
+    reads a private attribute of mstar's chunk policies: if mstar renames them, only this changes.
+    """
+    return policy._chunk, policy._left_context
 
 
 def connection(conn: Any) -> dict[str, Any]:
