@@ -308,11 +308,11 @@ class Scenario:
     #: what the loader accepted as mstar does but the user should know (printed as notes)
     notes: tuple[str, ...] = field(default=(), compare=False)
     #: walk -> its facts; computed once (by the loader, which needs them to check the sections
-    #: that name nodes and loops) and carried here. Built from the walks when not given.
-    walk_facts: Mapping[str, WalkFacts] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    #: that name nodes and loops) and carried here. Left empty, they are built from the walks.
+    walk_facts: Mapping[str, WalkFacts] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.walk_facts is None:
+        if not self.walk_facts and self.walks:
             object.__setattr__(self, "walk_facts",
                                build_walk_facts(self.walks, self.partitions, self.connections))
 
