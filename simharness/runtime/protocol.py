@@ -44,8 +44,18 @@ class LoopPolicy:
             raise ValueError(f"drain_barrier must be true or false, got {self.drain_barrier!r}")
 
 
+class LoopBound(Protocol):
+    """What is read of a loop's compiled spec through its status: its iteration limit."""
+
+    @property
+    def max_iters(self) -> int: ...
+
+
 class LoopStatus(Protocol):
     """One loop of one request in one worker graph, as the worker loop and reports read it."""
+
+    @property
+    def spec(self) -> LoopBound: ...
 
     @property
     def curr_iter(self) -> int: ...
@@ -69,7 +79,7 @@ class WorkerGraphState(Protocol):
     #: the compiled worker graph: ``id``, ``walk``, ``nodes[name]`` (inputs, outputs, loop)
     spec: Any
     #: loop name -> its status
-    loops: Mapping[str, Any]
+    loops: Mapping[str, LoopStatus]
 
     def ingest(self, sig: Signal, can_buffer: bool = True) -> str:
         """CURRENT, NEXT, PARKED or REJECTED."""
