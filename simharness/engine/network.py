@@ -12,6 +12,7 @@ twice or not at all; it still never overtakes an earlier message of its link.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -56,11 +57,16 @@ class Network:
                         deliver: Callable[[Any], None], msg: Any) -> float:
         copies, extra = self.faults.on_send(src, dst, msg)
         arrival += extra
+        now = self.env.now
         last = self._last_arrival.get(key, 0.0)
         if arrival < last:
             arrival = last  # FIFO per link: never overtake an earlier message
-        self._last_arrival[key] = arrival
-        delay = arrival - self.env.now
+        delay = arrival - now
+        # simpy schedules at now + delay, which floating point may round one ulp below `last`
+        # (held to the same time, a later message would then arrive first): nudge it up.
+        while now + delay < last:
+            delay = math.nextafter(delay, math.inf)
+        self._last_arrival[key] = now + delay
         for _ in range(copies):
             ev = self.env.timeout(delay, msg)
             ev.callbacks.append(lambda e: deliver(e.value))
