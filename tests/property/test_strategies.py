@@ -71,3 +71,36 @@ def test_graphs_alone_are_usable_with_a_trivial_placement(graph):
     raw = {"graph": graph, "placement": {"node_groups": [{"node_names": names, "ranks": [0]}]},
            "workload": [{"request": kind, "count": 1}]}
     parse_scenario(raw)
+
+
+def _body_nodes(section):
+    if "node" in section:
+        return [section]
+    if "loop" in section:
+        return _body_nodes(section["loop"]["body"])
+    return [n for part in section.get("sequential", section.get("parallel", []))
+            for n in _body_nodes(part)]
+
+
+def _dynamic_loops(section):
+    if "loop" in section:
+        lp = section["loop"]
+        return ([lp] if "stop" in lp else []) + _dynamic_loops(lp["body"])
+    return [lp for part in section.get("sequential", section.get("parallel", []))
+            for lp in _dynamic_loops(part)]
+
+
+@settings(max_examples=60)
+@given(sst.graphs(features=frozenset({"loops", "multi_member_loops", "parallel", "dynamic_loops"})))
+def test_a_dynamic_loop_s_state_is_read_first_by_the_one_node_that_stops_it(graph):
+    # A second first reader in another loop copy can finish the iteration before the stopper's
+    # STOP_LOOPS arrives; its copy advances and hangs waiting for a loop-back the stopped copies
+    # filtered. mstar does that too, on a shape no model has (test_dynamic_stop_race.py).
+    for walk in graph["walks"].values():
+        for lp in _dynamic_loops(walk):
+            body = lp["body"]
+            comb = body if "node" in body else body["sequential"][-1]
+            names = {n["node"] for n in _body_nodes(body)}
+            readers = {e["to"] for e in comb["outputs"] if e["to"] in names} - {comb["node"]}
+            assert readers <= set(lp["stop"]["by"]) and len(readers) <= 1, \
+                (lp["name"], readers, lp["stop"])

@@ -78,8 +78,10 @@ def test_fuzz_json_writes_cases_that_replay(tmp_path, capsys):
 
     from simharness.cli import main
     corpus = tmp_path / "corpus"
-    code = main(["fuzz", "--runtime", "mstar-rust-prefix", "--examples", "50", "--json",
-                 "--corpus", str(corpus)])
+    # Seed 2's first 50 examples hold the drift (loop_exit:peer); seed 0's no longer do since
+    # dynamic loops are drawn differently (about one example in 15 shows it, on any seed).
+    code = main(["fuzz", "--runtime", "mstar-rust-prefix", "--examples", "50", "--seed", "2",
+                 "--json", "--corpus", str(corpus)])
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert code == 1 and out["examples"] == 50
@@ -93,8 +95,8 @@ def test_fuzz_json_writes_cases_that_replay(tmp_path, capsys):
     assert main(["replay", f["case"]]) == 0
     capsys.readouterr()
     # Found again: reported as the known case, not written twice.
-    main(["fuzz", "--runtime", "mstar-rust-prefix", "--examples", "50", "--json", "--no-shrink",
-          "--corpus", str(corpus)])
+    main(["fuzz", "--runtime", "mstar-rust-prefix", "--examples", "50", "--seed", "2", "--json",
+          "--no-shrink", "--corpus", str(corpus)])
     again = json.loads(capsys.readouterr().out)
     assert {x["signature"]: x["known"] for x in again["failures"]}["loop_exit:peer"] is True
 

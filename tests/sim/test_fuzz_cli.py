@@ -16,11 +16,15 @@ import pytest
 from simharness.explore.campaign import ChunkSpec, explore_chunk, shrink
 from simharness.explore.report import shorten
 
+#: A campaign seed whose first 50 examples hold the drift (loop_exit:peer) under the prefix
+#: runtime; about one example in 15 shows it on any seed.
+SEED = 2
+
 
 def _fuzz(capsys, *args):
     from simharness.cli import main
 
-    code = main(["fuzz", "--runtime", "mstar-rust-prefix", *args])
+    code = main(["fuzz", "--runtime", "mstar-rust-prefix", "--seed", str(SEED), *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -95,7 +99,7 @@ def test_a_corpus_that_is_a_file_is_refused_up_front(tmp_path, capsys):
 
 
 def test_budgets_cut_chunks_and_shrinks_and_say_so():
-    spec = ChunkSpec("mstar-rust-prefix", 0, 0, 50)
+    spec = ChunkSpec("mstar-rust-prefix", SEED, 0, 50)
     assert explore_chunk(spec, budget_s=0.0) is None  # a cut chunk is dropped whole
     found = explore_chunk(spec).findings["loop_exit:peer"]
     sh = shrink(spec, found, budget_s=0.0)
