@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 
 from simharness import strategies as sst
 from simharness.explore.execute import REFERENCE
+from simharness.explore.local_constants import without_local_constants
 from simharness.run import simulate
 from simharness.scenario import parse_scenario
 
@@ -83,15 +84,19 @@ def search(runtime: str, checks: set[str], family: str, seed: int = 0):
         hit = _checks(raw, runtime) & checks
         return bool(hit) and not (_checks(raw, REFERENCE) & hit)
 
-    return find(sst.scenarios(features=sst.FAMILIES[family], tolerated_only=True), caught,
-                settings=BUDGET, random=Random(seed))
+    # Without the literals of whatever modules the test session has loaded (as campaigns run):
+    # they change the draws, so the search's result depended on which tests ran before it.
+    with without_local_constants():
+        return find(sst.scenarios(features=sst.FAMILIES[family], tolerated_only=True), caught,
+                    settings=BUDGET, random=Random(seed))
 
 
-#: Searches that start from another seed than 0. A late STOP_LOOPS shows only on a dynamic loop
-#: split across ranks with work after the stopper on the other rank; since a dynamic loop's state
-#: has one first reader (docs/fuzzing.md, "Triage of the later campaigns") 600 examples reach it
-#: from 5 of the seeds 0-9 (before: 4, seed 0 among them).
-SEEDS = {"broken:LateStopLoops": 4}
+#: Searches that start from another seed than 0, with how often 600 examples reach the mechanism
+#: (seeds 0-9, measured when a dynamic loop's first stage became one node, docs/fuzzing.md
+#: "Triage of the later campaigns"): a late STOP_LOOPS shows only on a dynamic loop split across
+#: ranks with work after the stopper on the other rank, 7 of 10 (before: 4); a skipped KV pull
+#: 8 of 10 (before: 8). Seed 0 is among the misses of both.
+SEEDS = {"broken:LateStopLoops": 4, "broken:SkipsKvPull": 1}
 
 
 @pytest.mark.parametrize("runtime,checks,family", CASES, ids=[c[0].split(":")[1] for c in CASES])
