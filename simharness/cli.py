@@ -555,14 +555,14 @@ def _compare(args: argparse.Namespace) -> int:
     for note, arms in arms_of.items():
         who = "" if len(arms) == len(cmp.reports) else f" ({', '.join(arms)})"
         print(f"note{who}: {note}", file=sys.stderr)
+    doc = cmp.to_json() if args.json or args.report is not None else None
     if args.report is not None:
         from simharness.report.html import compare_page
-        from simharness.report.writer import json_text
 
         _emit_report(args.report, f"{cmp.scenario.name}-compare-seed{cmp.scenario.seed}",
-                     {"compare.json": json_text(cmp.to_json()), "report.html": compare_page(cmp)})
+                     "compare.json", doc, compare_page(cmp))
     if args.json:
-        _print_json(cmp.to_json())
+        _print_json(doc)
     else:
         render(cmp, sys.stdout)
     return cmp.exit_code
@@ -618,20 +618,15 @@ def _confirm(args: argparse.Namespace) -> int:
         raise
     a, b = summarize(sim), summarize(real)
     agree, diffs = compare(a, b)
+    doc = {"sim": a, "real": b, "agree": agree, "differences": diffs}
     if args.report is not None:
-        import io
-
         from simharness.report.html import confirm_page
-        from simharness.report.writer import json_text
 
-        buf = io.StringIO()
-        render(a, b, agree, diffs, buf)
-        doc = {"sim": a, "real": b, "agree": agree, "differences": diffs}
+        console = _rendered(lambda out: render(a, b, agree, diffs, out))
         _emit_report(args.report, f"{sim.scenario.name}-confirm-{sim.runtime}-seed{sim.scenario.seed}",
-                     {"confirm.json": json_text(doc),
-                      "report.html": confirm_page(sim, real, a, b, agree, diffs, buf.getvalue())})
+                     "confirm.json", doc, confirm_page(sim, real, a, b, agree, diffs, console))
     if args.json:
-        _print_json({"sim": a, "real": b, "agree": agree, "differences": diffs})
+        _print_json(doc)
     else:
         render(a, b, agree, diffs, sys.stdout)
     return EXIT_PASS if agree else EXIT_FAIL
@@ -645,9 +640,15 @@ def _check_report_target(target: str | None) -> None:
         report_dir(target, "")
 
 
-def _emit_report(target: str, default_name: str, files: dict) -> None:
-    from simharness.report.writer import REPORT_FILES, report_dir, write_report
+def _emit_report(target: str, default_name: str, doc_name: str, doc: object, page: str,
+                 more: dict | None = None) -> None:
+    """Write a --report folder: `doc` as the command's JSON file `doc_name`, then `more` files
+    (name -> text or a writer taking the path), then the page; say where it is, or fail in one
+    line. Every command's report goes through here, so each names, writes and announces its
+    folder the same way."""
+    from simharness.report.writer import REPORT_FILES, json_text, report_dir, write_report
 
+    files = {doc_name: json_text(doc), **(more or {}), "report.html": page}
     out = report_dir(target, default_name, [*files, *REPORT_FILES])
     try:
         names = write_report(out, files)
@@ -657,20 +658,27 @@ def _emit_report(target: str, default_name: str, files: dict) -> None:
     print(f"report written to {out}/ ({', '.join(names)}); open {out / 'report.html'}", file=sys.stderr)
 
 
+def _rendered(render) -> str:
+    """What `render(stream)` prints, as text (the console section of a report page)."""
+    import io
+
+    buf = io.StringIO()
+    render(buf)
+    return buf.getvalue()
+
+
 def _write_report(report, summary: dict, target: str, command: list[str] | None = None) -> None:
     from simharness.report.html import run_page
     from simharness.report.perfetto import write_perfetto
     from simharness.report.story import build_story
-    from simharness.report.writer import json_text
 
     sc = report.scenario
     story = build_story(report)
-    _emit_report(target, f"{sc.name}-{report.runtime}-seed{sc.seed}", {
-        "summary.json": json_text(summary),
-        "trace.jsonl": report.result.recorder.write_jsonl,
-        "trace.perfetto.json": lambda path: write_perfetto(story, path),
-        "report.html": run_page(report, command, story),
-    })
+    _emit_report(target, f"{sc.name}-{report.runtime}-seed{sc.seed}", "summary.json", summary,
+                 run_page(report, command, story), {
+                     "trace.jsonl": report.result.recorder.write_jsonl,
+                     "trace.perfetto.json": lambda path: write_perfetto(story, path),
+                 })
 
 
 TRACE_SUFFIXES = (".json", ".jsonl")
@@ -784,15 +792,11 @@ def _fuzz(args: argparse.Namespace) -> int:
     progress.done(result, interrupted)
     summary = campaign_summary(result, writer, interrupted)
     if args.report is not None:
-        import io
-
         from simharness.report.html import fuzz_page
-        from simharness.report.writer import json_text
 
-        buf = io.StringIO()
-        print_summary(summary, buf)
-        _emit_report(args.report, f"fuzz-{args.runtime}-seed{args.seed}",
-                     {"fuzz.json": json_text(summary), "report.html": fuzz_page(summary, buf.getvalue())})
+        console = _rendered(lambda out: print_summary(summary, out))
+        _emit_report(args.report, f"fuzz-{args.runtime}-seed{args.seed}", "fuzz.json", summary,
+                     fuzz_page(summary, console))
     if args.json:
         _print_json(summary)
     else:
@@ -849,14 +853,13 @@ def _replay(args: argparse.Namespace) -> int:
             worst = EXIT_FAIL
     if args.report is not None:
         from simharness.report.html import replay_page
-        from simharness.report.writer import json_text
         from simharness.run import run_scenario
         from simharness.scenario.loader import load_scenario
 
         # The page shows each case's run: run it once more, keeping its events.
         runs = [(r, run_scenario(load_scenario(r.path), r.runtime, keep_trace=True)) for r, _ in done]
-        _emit_report(args.report, f"replay-{Path(args.case[0]).stem}",
-                     {"replay.json": json_text([doc for _, doc in done]), "report.html": replay_page(runs)})
+        _emit_report(args.report, f"replay-{Path(args.case[0]).stem}", "replay.json",
+                     [doc for _, doc in done], replay_page(runs))
     return worst
 
 
