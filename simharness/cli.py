@@ -840,7 +840,8 @@ def _replay(args: argparse.Namespace) -> int:
     worst = EXIT_PASS
     done = []
     for path in args.case:
-        r = replay(path, update=args.update)
+        # The report page shows each case's run: the replay's own, its events kept for it.
+        r = replay(path, update=args.update, keep_trace=args.report is not None)
         doc = {"case": str(r.path), "runtime": r.runtime, "status": r.status,
                "expected": r.expected, "got": r.got, "trace_digest": r.digest,
                "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message}
@@ -853,13 +854,9 @@ def _replay(args: argparse.Namespace) -> int:
             worst = EXIT_FAIL
     if args.report is not None:
         from simharness.report.html import replay_page
-        from simharness.run import run_scenario
-        from simharness.scenario.loader import load_scenario
 
-        # The page shows each case's run: run it once more, keeping its events.
-        runs = [(r, run_scenario(load_scenario(r.path), r.runtime, keep_trace=True)) for r, _ in done]
         _emit_report(args.report, f"replay-{Path(args.case[0]).stem}", "replay.json",
-                     [doc for _, doc in done], replay_page(runs))
+                     [doc for _, doc in done], replay_page([(r, r.run) for r, _ in done]))
     return worst
 
 

@@ -149,12 +149,8 @@ class CorpusItem(pytest.Item):
             raise CaseStillFails(r.message)
         if not r.ok:
             text = f"{r.path} [{r.status}, {r.runtime}]: {r.message}"
-            if r.got is not None:
-                from simharness.run import run_scenario
-                from simharness.scenario.loader import load_scenario
-
-                report = run_scenario(load_scenario(self.path), r.runtime)
-                text += "\n\n" + _console(report, ["simharness", "replay", str(self.path)])
+            if r.got is not None:  # the replay's own run, shown as `simharness run` would
+                text += "\n\n" + _console(r.run, ["simharness", "replay", str(self.path)])
             raise SimharnessFailure(text)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:

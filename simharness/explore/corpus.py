@@ -27,7 +27,7 @@ reports the existing case instead of writing another one.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import yaml
 
 from simharness.explore.execute import execute, signature
 from simharness.fileio import write_text
-from simharness.run import simulate
+from simharness.run import RunReport, run_scenario, simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
 from simharness.scenario.model import Scenario
 
@@ -85,11 +85,15 @@ def case_name(runtime: str, sig: str) -> str:
 def digest_of(sc: Scenario, runtime: str) -> tuple[str | None, str]:
     """(signature or None, trace digest) of one run of `sc` under `runtime`."""
     result, violations = simulate(sc, runtime, keep_trace=False)
-    sig = None
-    if violations:
-        check, key = signature(violations, sc)
-        sig = f"{check}:{key}"
-    return sig, result.recorder.digest()
+    return signature_of(violations, sc), result.recorder.digest()
+
+
+def signature_of(violations: list, sc: Scenario) -> str | None:
+    """``check:key`` of a run's violations (the corpus's failure signature), None for a pass."""
+    if not violations:
+        return None
+    check, key = signature(violations, sc)
+    return f"{check}:{key}"
 
 
 def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: str, *,
@@ -132,10 +136,15 @@ class Replay:
     digest: str
     ok: bool
     message: str
+    #: the case's run, for whoever shows it (a console report, a report page)
+    run: RunReport | None = field(default=None, compare=False, repr=False)
 
 
-def replay(path: str | Path, update: bool = False) -> Replay:
-    """Run a corpus case and say whether it behaves as recorded."""
+def replay(path: str | Path, update: bool = False, keep_trace: bool = False) -> Replay:
+    """Run a corpus case and say whether it behaves as recorded.
+
+    The run comes back with the verdict (`Replay.run`), so that showing it needs no second run;
+    `keep_trace` keeps its events, for a report page."""
     p = Path(path)
     raw = read_yaml(p)
     sc = load_scenario(p)  # validates, with the file name in any error
@@ -145,7 +154,8 @@ def replay(path: str | Path, update: bool = False) -> Replay:
                                       "signature, runtime and status)", source=str(p))
     meta = raw["corpus"]
     runtime, status, expected = meta["runtime"], meta["status"], meta["signature"]
-    got, digest = digest_of(sc, runtime)
+    run = run_scenario(sc, runtime, keep_trace=keep_trace)
+    got, digest = signature_of(run.violations, sc), run.trace_digest
     recorded = meta.get("trace_digest")
     if status == "open":
         if got == expected:
@@ -169,7 +179,7 @@ def replay(path: str | Path, update: bool = False) -> Replay:
     if update and ok:
         meta["trace_digest"] = digest
         _dump(p, raw)
-    return Replay(p, runtime, status, expected, got, recorded, digest, ok, message)
+    return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run)
 
 
 __all__ = ["DEFAULT_DIR", "Case", "Replay", "cases", "execute", "find_case", "replay", "write_case"]

@@ -77,6 +77,8 @@ def test_scenarios_and_cases_become_test_items(tmp_path):
     assert "expected 4 forwards of A in w per request" in out
     assert "loop_exit" in out and "rerun: SIMHARNESS_SEED=0 simharness run" in out
     assert "fails again (loop_exit:sibling): a regression" in out
+    # ... and a case's failure the console report of its replay's run
+    assert f"rerun: SIMHARNESS_SEED=0 simharness replay {tmp_path / 'corpus' / 'claims_fixed.yaml'}" in out
 
 
 def test_an_open_case_that_passes_is_a_strict_failure(tmp_path):

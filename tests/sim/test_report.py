@@ -241,6 +241,19 @@ def test_compare_and_replay_reports(tmp_path, capsys):
     assert json.loads((rp / "replay.json").read_text())[0]["ok"] is True
 
 
+def test_replay_runs_each_case_once_for_its_verdict_and_its_report(tmp_path, capsys, monkeypatch):
+    from simharness.engine.simulation import Simulation
+
+    runs = []
+    real_run = Simulation.run
+    monkeypatch.setattr(Simulation, "run", lambda self: runs.append(self) or real_run(self))
+    cases = sorted((SCENARIOS / "corpus").glob("mstar-rust-prefix__loop_exit-*.yaml"))
+    assert main(["replay", *map(str, cases), "--json", "--report", str(tmp_path / "rp")]) == 0
+    assert len(runs) == len(cases) == 2
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert json.loads((tmp_path / "rp" / "replay.json").read_text()) == printed
+
+
 def test_fuzz_report(tmp_path, capsys):
     out = tmp_path / "fz"
     main(["fuzz", "--runtime", "mstar-rust-prefix", "--examples", "6", "--no-write", "--no-shrink",
