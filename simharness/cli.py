@@ -481,13 +481,12 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 def _corpus_runtime(scenario, runtime: str | None) -> str | None:
     """A corpus case runs under the runtime it was recorded with, not the scenario's own; say so,
     and what was recorded, since a plain run does not compare against the record (replay does)."""
-    meta = scenario.raw.get("corpus") if isinstance(scenario.raw, dict) else None
-    if not isinstance(meta, dict):
+    meta = scenario.corpus
+    if meta is None:
         return runtime
     from simharness.runtime import registry
 
-    recorded = meta.get("runtime")
-    status, sig = meta.get("status"), meta.get("signature")
+    recorded, status, sig = meta.runtime, meta.status, meta.signature
     record = (f"recorded failing with {sig} under {recorded}" if status == "open"
               else f"fixed: recorded as passing under {recorded} (it once failed with {sig})")
     if runtime is None:

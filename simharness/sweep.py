@@ -187,6 +187,8 @@ def plan(scenarios: list[str], overrides: list[str], runtimes: list[str],
 def expectations(baseline: str | None) -> Callable[[CellResult], None]:
     """A function that sets a cell's expected verdict (see the module docstring)."""
     from simharness.scenario.loader import read_yaml
+    from simharness.scenario.model import CorpusMeta
+    from simharness.scenario.sections import parse_corpus
 
     recorded: dict[tuple[str, str, int], dict[str, Any]] = {}
     if baseline is not None:
@@ -199,7 +201,7 @@ def expectations(baseline: str | None) -> Callable[[CellResult], None]:
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"--baseline {baseline}: not the --json output of a sweep "
                              f"(expected cells[].scenario/runtime/seed/verdict): {exc}") from None
-    corpus: dict[str, dict[str, Any] | None] = {}
+    corpus: dict[str, CorpusMeta | None] = {}
 
     def expect(cell: CellResult) -> None:
         if baseline is not None:
@@ -210,12 +212,13 @@ def expectations(baseline: str | None) -> Callable[[CellResult], None]:
                 return
             cell.why_expected = "default (not in the baseline)"
         if cell.path not in corpus:
-            meta = read_yaml(Path(cell.path)).get("corpus")
-            corpus[cell.path] = meta if isinstance(meta, dict) else None
+            # `plan` loaded every scenario: a corpus block here is a valid one
+            block = read_yaml(Path(cell.path)).get("corpus")
+            corpus[cell.path] = parse_corpus(block) if block is not None else None
         meta = corpus[cell.path]
-        if meta and meta.get("runtime") == cell.runtime:
-            if meta.get("status") == "open":
-                cell.expected, cell.why_expected = f"fail:{meta.get('signature')}", "corpus (open)"
+        if meta is not None and meta.runtime == cell.runtime:
+            if meta.status == "open":
+                cell.expected, cell.why_expected = f"fail:{meta.signature}", "corpus (open)"
             else:
                 cell.expected, cell.why_expected = PASS, "corpus (fixed)"
 

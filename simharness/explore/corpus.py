@@ -17,9 +17,11 @@ corpus:
   note: ...                      # why it fails: a real gap in the runtime, or a model error fixed
 ```
 
-`replay` runs a case under its runtime and compares: the signature (an ``open`` case that now
-passes says so: mark it ``fixed``), then the trace digest (a different digest with the same
-failure means the simulator changed since the case was recorded: ``--update`` records it anew).
+The block has one reader, the loader's `parse_corpus` (a `CorpusMeta`, kept as
+`Scenario.corpus`); the cases here are read through it too. `replay` runs a case under its
+runtime and compares: the signature (an ``open`` case that now passes says so: mark it
+``fixed``), then the trace digest (a different digest with the same failure means the simulator
+changed since the case was recorded: ``--update`` records it anew).
 The corpus is deduplicated by (runtime, signature): a campaign that finds a known failure
 reports the existing case instead of writing another one.
 """
@@ -33,11 +35,13 @@ from typing import Any
 
 import yaml
 
+from simharness.errors import ScenarioError
 from simharness.explore.execute import execute, signature
 from simharness.fileio import write_text
 from simharness.run import RunReport, run_scenario, simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
-from simharness.scenario.model import Scenario
+from simharness.scenario.model import CorpusMeta, Scenario
+from simharness.scenario.sections import parse_corpus
 
 DEFAULT_DIR = Path("scenarios") / "corpus"
 
@@ -45,35 +49,47 @@ DEFAULT_DIR = Path("scenarios") / "corpus"
 @dataclass
 class Case:
     path: Path
-    raw: dict[str, Any]
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        return self.raw["corpus"]
+    #: the file's ``corpus:`` block; None for a file without one
+    meta: CorpusMeta | None
 
     @property
     def signature(self) -> str:
-        return self.meta["signature"]
+        return self._meta.signature
 
     @property
     def runtime(self) -> str:
-        return self.meta["runtime"]
+        return self._meta.runtime
 
     @property
     def status(self) -> str:
-        return self.meta["status"]
+        return self._meta.status
+
+    @property
+    def _meta(self) -> CorpusMeta:
+        if self.meta is None:
+            raise ScenarioError("corpus", "missing: not a corpus case", source=str(self.path))
+        return self.meta
+
+
+def read_case(path: Path) -> Case:
+    """A corpus file's ``corpus:`` block, read as the loader reads it."""
+    raw = read_yaml(path)
+    try:
+        return Case(path, parse_corpus(raw["corpus"]) if "corpus" in raw else None)
+    except ScenarioError as err:
+        raise err.with_source(str(path)) from None
 
 
 def cases(directory: str | Path = DEFAULT_DIR) -> list[Case]:
     d = Path(directory)
     if not d.is_dir():
         return []
-    return [Case(p, read_yaml(p)) for p in sorted(d.glob("*.yaml"))]
+    return [read_case(p) for p in sorted(d.glob("*.yaml"))]
 
 
 def find_case(directory: str | Path, runtime: str, sig: str) -> Case | None:
     for case in cases(directory):
-        if "corpus" in case.raw and case.runtime == runtime and case.signature == sig:
+        if case.meta is not None and case.runtime == runtime and case.signature == sig:
             return case
     return None
 
@@ -146,17 +162,15 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False) -> 
     The run comes back with the verdict (`Replay.run`), so that showing it needs no second run;
     `keep_trace` keeps its events, for a report page."""
     p = Path(path)
-    raw = read_yaml(p)
     sc = load_scenario(p)  # validates, with the file name in any error
-    if "corpus" not in raw:
-        from simharness.errors import ScenarioError
+    meta = sc.corpus
+    if meta is None:
         raise ScenarioError("corpus", "missing: not a corpus case (expected a corpus: block with "
                                       "signature, runtime and status)", source=str(p))
-    meta = raw["corpus"]
-    runtime, status, expected = meta["runtime"], meta["status"], meta["signature"]
+    runtime, status, expected = meta.runtime, meta.status, meta.signature
     run = run_scenario(sc, runtime, keep_trace=keep_trace)
     got, digest = signature_of(run.violations, sc), run.trace_digest
-    recorded = meta.get("trace_digest")
+    recorded = meta.trace_digest
     if status == "open":
         if got == expected:
             ok, message = True, f"still fails as recorded ({expected})"
@@ -177,7 +191,8 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False) -> 
                         f"{digest[:19]}...): the simulator changed since it was recorded "
                         f"(simharness replay --update records the new trace)")
     if update and ok:
-        meta["trace_digest"] = digest
+        raw = copy.deepcopy(dict(sc.raw))  # the file as read: the scenario keeps its own
+        raw["corpus"]["trace_digest"] = digest
         _dump(p, raw)
     return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run)
 

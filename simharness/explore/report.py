@@ -43,7 +43,7 @@ def shorten(text: str, width: int) -> str:
 def known_cases(directory: str | Path, runtime: str) -> dict[str, Case]:
     """signature -> corpus case, for the cases of `runtime` in `directory`."""
     return {c.signature: c for c in cases(directory)
-            if "corpus" in c.raw and c.runtime == runtime}
+            if c.meta is not None and c.runtime == runtime}
 
 
 class Progress:
@@ -132,10 +132,11 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
         if sig in known:
             case = known[sig]
             meta = case.meta
+            assert meta is not None  # known_cases holds corpus cases only
             path = case.path
-            entry.update(known=True, nodes=meta.get("nodes"), ranks=meta.get("ranks"),
+            entry.update(known=True, nodes=meta.nodes, ranks=meta.ranks,
                          shrunk=None, shrink_s=None, shrink_stopped="",
-                         message=str(meta.get("note", "")))
+                         message=str(meta.note))
         else:
             sh = r.shrunk.get(sig)
             path = written.get(sig)

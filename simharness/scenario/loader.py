@@ -123,8 +123,7 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         f.name(k, f.join("payloads", str(k)), "a signal name"): f.size(v, f.join("payloads", str(k)))
         for k, v in f.mapping(payloads_raw, "payloads", f.any_keys(payloads_raw)).items()
     }
-    if "corpus" in top:
-        parse_corpus(top["corpus"])
+    corpus = parse_corpus(top["corpus"]) if "corpus" in top else None
     scenario = Scenario(
         name=name,
         description=description,
@@ -150,6 +149,7 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         faults=parse_faults(top.get("faults", []), placement.num_ranks),
         notes=tuple(notes),
         walk_facts=facts,
+        corpus=corpus,
     )
     more = validate(scenario, implicit_requests=graph.get("requests") is None,
                     allow_large=allow_large)

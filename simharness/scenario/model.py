@@ -279,6 +279,26 @@ class Fault:
         return self.kind in TOLERATED_FAULTS
 
 
+@dataclass(frozen=True, slots=True)
+class CorpusMeta:
+    """A fuzz corpus case's ``corpus:`` block: the failure it was recorded with and under which
+    runtime (`simharness.explore.corpus` replays it). Metadata: it changes neither the run nor
+    the fingerprint. Keys the block leaves out are None (``note``: empty)."""
+
+    signature: str
+    runtime: str
+    #: ``open`` (must still fail this way) or ``fixed`` (must pass)
+    status: str
+    check: Any = None
+    key: Any = None
+    seed: int | None = None
+    example: int | None = None
+    nodes: int | None = None
+    ranks: int | None = None
+    trace_digest: Any = None
+    note: Any = ""
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -310,6 +330,8 @@ class Scenario:
     #: walk -> its facts; computed once (by the loader, which needs them to check the sections
     #: that name nodes and loops) and carried here. Left empty, they are built from the walks.
     walk_facts: Mapping[str, WalkFacts] = field(default_factory=dict, compare=False, repr=False)
+    #: a corpus case's ``corpus:`` block; None for any other scenario
+    corpus: CorpusMeta | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.walk_facts and self.walks:

@@ -17,6 +17,7 @@ from simharness.scenario import fields as f
 from simharness.scenario.model import (
     FAULT_KINDS,
     FAULT_MESSAGES,
+    CorpusMeta,
     Expect,
     Fault,
     KvConfig,
@@ -339,14 +340,16 @@ def parse_faults(raw: Any, num_ranks: int) -> tuple[Fault, ...]:
     return tuple(out)
 
 
-def parse_corpus(raw: Any) -> None:
-    """A corpus case's metadata block: checked here, read by `simharness.explore.corpus`."""
+def parse_corpus(raw: Any) -> CorpusMeta:
+    """A corpus case's metadata block: the one reader of it (the loader, the corpus, a sweep's
+    expectations all come here)."""
     m = f.mapping(raw, "corpus", CORPUS_KEYS, required=("signature", "runtime", "status"))
-    f.string(m["signature"], "corpus.signature")
-    f.name(m["runtime"], "corpus.runtime", "a runtime name")
+    signature = f.string(m["signature"], "corpus.signature")
+    runtime = f.name(m["runtime"], "corpus.runtime", "a runtime name")
     if m["status"] not in CORPUS_STATUSES:
         raise ScenarioError("corpus.status", f"expected one of {', '.join(CORPUS_STATUSES)}, "
                                              f"got {f.describe(m['status'])}")
-    for key in ("seed", "example", "nodes", "ranks"):
-        if key in m:
-            f.integer(m[key], f.join("corpus", key), minimum=0, maximum=MAX_SEED)
+    counts = {key: f.integer(m[key], f.join("corpus", key), minimum=0, maximum=MAX_SEED)
+              for key in ("seed", "example", "nodes", "ranks") if key in m}
+    return CorpusMeta(signature, runtime, m["status"], check=m.get("check"), key=m.get("key"),
+                      trace_digest=m.get("trace_digest"), note=m.get("note", ""), **counts)

@@ -13,6 +13,7 @@ import shutil
 import signal
 
 import pytest
+import yaml
 
 from simharness.cli import main
 from simharness.report.writer import REPORT_MARKER
@@ -119,6 +120,18 @@ def test_a_corpus_case_whose_runtime_cannot_run_says_why(scenarios_dir, tmp_path
     assert main(["run", str(case)]) == 2
     line = _one_line_error(capsys.readouterr().err)
     assert "recorded under runtime 'no-such-rt', which cannot run here" in line
+
+
+def test_replay_update_records_the_new_digest_and_keeps_the_rest(scenarios_dir, tmp_path, capsys):
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    case = tmp_path / "case.yaml"
+    case.write_text(src.read_text().replace("trace_digest: sha256:", "trace_digest: sha256:0", 1))
+    assert main(["replay", str(case)]) == 1
+    assert "the trace differs from the recorded one" in capsys.readouterr().out
+    assert main(["replay", str(case), "--update"]) == 0
+    assert "trace digest updated" in capsys.readouterr().out
+    assert yaml.safe_load(case.read_text()) == yaml.safe_load(src.read_text())
+    assert main(["replay", str(case)]) == 0
 
 
 def test_a_failed_corpus_write_keeps_the_case(scenarios_dir, tmp_path, monkeypatch, capsys):

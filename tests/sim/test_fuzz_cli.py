@@ -89,6 +89,19 @@ def test_bad_budgets_are_refused(capsys, args, needle):
     assert code == 2 and needle in err and "Traceback" not in err
 
 
+def test_a_corpus_case_with_a_bad_corpus_block_is_refused_up_front(tmp_path, capsys):
+    # The block is read as the loader reads it (`run` and `replay` refuse the same file).
+    from tests.conftest import SCENARIOS
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    src = SCENARIOS / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    (corpus / "case.yaml").write_text(src.read_text().replace("status: open", "status: closed", 1))
+    code, out, err = _fuzz(capsys, "--examples", "50", "--corpus", str(corpus))
+    assert code == 2 and out == ""
+    assert f"{corpus / 'case.yaml'}: corpus.status: expected one of open, fixed, got" in err
+
+
 def test_a_corpus_that_is_a_file_is_refused_up_front(tmp_path, capsys):
     f = tmp_path / "corpus.yaml"
     f.write_text("not a folder\n")
