@@ -18,7 +18,8 @@ Registered under the ``pytest11`` entry point, so installing simharness is enoug
 
 Other YAML files (configs, CI files) are left alone: a file is collected only when it parses to
 a scenario. ``simharness_collect = false`` in the pytest ini options turns collection off.
-Everything heavy is imported when an item runs, not when pytest starts.
+Everything heavy is imported when an item runs, not when pytest starts. Each file is read once:
+what collection read is what its items load and run.
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     raw = _sniff(file_path)
     if raw is None:
         return None
-    if isinstance(raw.get("corpus"), dict):
-        return CorpusFile.from_parent(parent, path=file_path)
-    return ScenarioFile.from_parent(parent, path=file_path)
+    kind = CorpusFile if isinstance(raw.get("corpus"), dict) else ScenarioFile
+    node = kind.from_parent(parent, path=file_path)
+    node.raw = raw
+    return node
 
 
 class SimharnessFailure(Exception):
@@ -84,12 +86,13 @@ def _console(report: Any, command: list[str]) -> str:
 
 
 class ScenarioFile(pytest.File):
+    #: the file as collection read it
+    raw: dict[str, Any]
     _report: Any = None
 
     def collect(self):
-        raw = _sniff(self.path) or {}
         yield ScenarioItem.from_parent(self, name="checks", part="checks")
-        if raw.get("expect"):
+        if self.raw.get("expect"):
             yield ScenarioItem.from_parent(self, name="expect", part="expect")
 
     def report(self) -> Any:
@@ -98,7 +101,7 @@ class ScenarioFile(pytest.File):
             from simharness.run import run_scenario
             from simharness.scenario.loader import load_scenario
 
-            self._report = run_scenario(load_scenario(self.path))
+            self._report = run_scenario(load_scenario(self.path, raw=self.raw))
         return self._report
 
 
@@ -128,9 +131,11 @@ class ScenarioItem(pytest.Item):
 
 
 class CorpusFile(pytest.File):
+    #: the file as collection read it
+    raw: dict[str, Any]
+
     def collect(self):
-        raw = _sniff(self.path) or {}
-        meta = raw.get("corpus", {})
+        meta = self.raw["corpus"]
         runtime, status = meta.get("runtime", "?"), meta.get("status", "?")
         item = CorpusItem.from_parent(self, name=f"{runtime}[{status}]")
         if status == "open":
@@ -144,7 +149,7 @@ class CorpusItem(pytest.Item):
     def runtest(self) -> None:
         from simharness.explore.corpus import replay
 
-        r = replay(self.path)
+        r = replay(self.path, raw=self.parent.raw)
         if r.ok and r.status == "open":
             raise CaseStillFails(r.message)
         if not r.ok:

@@ -156,13 +156,15 @@ class Replay:
     run: RunReport | None = field(default=None, compare=False, repr=False)
 
 
-def replay(path: str | Path, update: bool = False, keep_trace: bool = False) -> Replay:
+def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
+           raw: dict[str, Any] | None = None) -> Replay:
     """Run a corpus case and say whether it behaves as recorded.
 
     The run comes back with the verdict (`Replay.run`), so that showing it needs no second run;
-    `keep_trace` keeps its events, for a report page."""
+    `keep_trace` keeps its events, for a report page. `raw`: the file as already read, if it was
+    (`load_scenario`)."""
     p = Path(path)
-    sc = load_scenario(p)  # validates, with the file name in any error
+    sc = load_scenario(p, raw=raw)  # validates, with the file name in any error
     meta = sc.corpus
     if meta is None:
         raise ScenarioError("corpus", "missing: not a corpus case (expected a corpus: block with "

@@ -57,13 +57,15 @@ DEFAULT_RUNTIME = "mstar-python"
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = (), *,
-                  allow_large: bool = False) -> Scenario:
+                  allow_large: bool = False, raw: dict[str, Any] | None = None) -> Scenario:
     """Read, override, validate and freeze one scenario file.
 
     `allow_large` lets through a run whose estimated size is above the limits of
-    `simharness.scenario.validate.check_cost` (``--allow-large``).
+    `simharness.scenario.validate.check_cost` (``--allow-large``). `raw` is the file as
+    `read_yaml` read it, when the caller has read it already: the file is not read again.
     """
-    raw = read_yaml(path)
+    if raw is None:
+        raw = read_yaml(path)
     raw, overridden = apply_overrides(raw, overrides)
     default_name = Path(path).stem
     try:

@@ -81,6 +81,25 @@ def test_scenarios_and_cases_become_test_items(tmp_path):
     assert f"rerun: SIMHARNESS_SEED=0 simharness replay {tmp_path / 'corpus' / 'claims_fixed.yaml'}" in out
 
 
+def test_each_file_is_read_once(tmp_path):
+    good = split_loop()
+    good["expect"] = {"forwards_per_request": {"w": {"A": 3, "B": 3, "C": 1}}}
+    _write(tmp_path / "good.yaml", good)
+    shutil.copy(CASE, tmp_path / "case.yaml")
+    # count the YAML texts the loader's reader parses, collection and runs together
+    (tmp_path / "conftest.py").write_text(
+        "import simharness.scenario.reading as reading\n"
+        "PARSED = []\n"
+        "_parse = reading.parse_text\n"
+        "reading.parse_text = lambda text: PARSED.append(text) or _parse(text)\n"
+        "def pytest_sessionfinish(session):\n"
+        "    (session.config.rootpath / 'parsed.txt').write_text(str(len(PARSED)))\n")
+    code, out, results = _pytest(tmp_path)
+    assert results == {"good.yaml::checks": "passed", "good.yaml::expect": "passed",
+                       "case.yaml::mstar-rust-prefix[open]": "xfailed"}, out
+    assert (tmp_path / "parsed.txt").read_text() == "2"
+
+
 def test_an_open_case_that_passes_is_a_strict_failure(tmp_path):
     case = yaml.safe_load(CASE.read_text())
     case["corpus"]["runtime"] = "mstar-rust"  # the fixed runtime: the open case no longer fails
