@@ -147,3 +147,53 @@ def test_finished_requests_leave_nothing_but_a_slot():
     assert _tables(*large) == _tables(*small)
     per_request = (held_large - held_small) / 32
     assert per_request < 250, f"{per_request:.0f} bytes kept per finished request"
+
+
+def _freeze_after_every_forward(events: list[Any]) -> list[Any]:
+    """The run's events with a `RequestEnded` after each forward: every check freezes the
+    request there and thaws it at its next event, as for a late event after a real end."""
+    out: list[Any] = []
+    for e in events:
+        out.append(e)
+        if type(e) is ev.Forward:
+            out.append(ev.RequestEnded(e.t, e.rid, "completed", 0))
+    return out
+
+
+def _verdict(sc: Any, report: Any, events: list[Any]) -> list[dict[str, Any]]:
+    from simharness.checks import RunContext, finish_checks
+
+    checks = builtin_checks(sc)
+    rec = Recorder(checks, keep=False, digest=False)
+    for e in events:
+        rec.emit(e)
+    ctx = RunContext(sc, report.result.layout, report.result.outcomes)
+    return [v.to_json() for v in finish_checks(checks, ctx)]
+
+
+@pytest.mark.parametrize("case, runtime, check", [
+    ("decode", "NeverDropsLoopBacks", "loop_exit"),  # strays after the loop ended
+    ("decode", "OffByOneLoop", "forwards"),  # and expect: counts short of the expectation
+    ("split", "EndlessLoop", "liveness"),  # a runaway, with its cycle
+    ("split", "mstar-rust-prefix", "loop_exit"),  # the drift in a split loop
+])
+def test_what_a_check_freezes_at_a_request_end_thaws_to_the_same_verdict(case, runtime, check):
+    # Freezing and thawing a request must be invisible in what every check reports, however
+    # often it happens: here after every forward, with the broken runtime the check exists for.
+    from tests.helpers import BROKEN, build, node, raw_scenario, split_loop
+
+    if case == "decode":
+        llm = node("LLM", ["text_inputs"], [("new_token", "client"), ("text_inputs", "LLM")])
+        raw = raw_scenario({"decode": {"loop": {"name": "decode_loop", "max_iters": 4, "body": llm}}},
+                           [{"node_names": ["LLM"], "ranks": [0]}],
+                           requests={"chat": {"walks": ["decode"]}},
+                           workload=[{"request": "chat", "count": 2, "concurrency": 2}])
+        raw["expect"] = {"forwards_per_request": {"decode": {"LLM": 4}}}
+        sc = build(raw)
+    else:
+        sc = build(split_loop(max_iters=3, count=3))
+    rep = run_scenario(sc, runtime if runtime.startswith("mstar") else BROKEN + runtime)
+    assert check in {v.check for v in rep.violations}
+    plain = _verdict(sc, rep, rep.result.events)
+    assert plain == [v.to_json() for v in rep.violations if v.check != "determinism"]
+    assert _verdict(sc, rep, _freeze_after_every_forward(rep.result.events)) == plain
