@@ -197,10 +197,31 @@ class ForwardsCheck:
             out[(walk, node, rank, rid)] = per_pass
         return out
 
+    def _rids(self) -> list[str]:
+        """Every request admitted or seen forwarding, in request order."""
+        return sorted(set(self.admitted) | set(self.log.rids()), key=rid_order)
+
+    def per_pass(self, ctx: RunContext) -> Iterator[tuple[Key, int, list[int | None], list[int | None]]]:
+        """What the check compares pass by pass: (key, pass, observed counters, expected
+        counters) for each pass a request completed, request by request. A repeated walk's
+        forwards, compared in total, are not among them (`expected` names those keys)."""
+        for rid in self._rids():
+            expected, totals = self.expected(ctx, rid)
+            observed = self._observed(rid)
+            for key in sorted(set(expected) | set(observed)):
+                if key not in totals:
+                    done = self._done(rid, key[0])
+                    for p, got, want in _passes(done, expected.get(key, {}), observed.get(key, {})):
+                        yield key, p, got, want
+
+    def _done(self, rid: str, walk: str) -> set[int]:
+        """The passes of `walk` that `rid` completed."""
+        return {p for w, p in self.passes_done.get(rid, ()) if w == walk}
+
     def finish(self, ctx: RunContext) -> list[Violation]:
         # Request by request, so that the whole run's forwards are never expanded at once.
         out: list[Violation] = []
-        for rid in sorted(set(self.admitted) | set(self.log.rids()), key=rid_order):
+        for rid in self._rids():
             expected, totals = self.expected(ctx, rid)
             observed = self._observed(rid)
             keys = set(expected) | set(observed)
@@ -212,7 +233,7 @@ class ForwardsCheck:
         out: list[Violation] = []
         for key in keys:
             walk, node, rank, rid = key
-            done = {p for w, p in self.passes_done.get(rid, ()) if w == walk}
+            done = self._done(rid, walk)
             exp = expected.get(key, {})
             obs = observed.get(key, {})
             message = None
@@ -225,10 +246,7 @@ class ForwardsCheck:
             else:
                 notes = []
                 n_obs = n_exp = 0
-                for p in sorted(set(exp) | set(obs)):
-                    if p not in done:
-                        continue
-                    got, want = obs.get(p, []), exp.get(p, [])
+                for p, got, want in _passes(done, exp, obs):
                     n_obs += len(got)
                     n_exp += len(want)
                     if got != want:
@@ -247,6 +265,13 @@ class ForwardsCheck:
                                f"dynamic stop is expected", walk=walk, node=node, rank=rank, request=rid,
                     details={"overshoots": extra}))
         return out
+
+
+def _passes(done: set[int], exp: dict[int, list[int | None]], obs: dict[int, list[int | None]]
+            ) -> list[tuple[int, list[int | None], list[int | None]]]:
+    """One key's completed passes, each as (pass, observed counters, expected counters): the
+    unit the check compares (`per_pass` gives the same to whoever shows it)."""
+    return [(p, obs.get(p, []), exp.get(p, [])) for p in sorted(set(exp) | set(obs)) if p in done]
 
 
 def _k(c: int | None) -> int:

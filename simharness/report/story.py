@@ -1,9 +1,10 @@
 """What a run's trace says, laid out for pictures: extra passes, messages, strays, times.
 
 The HTML report, the Perfetto trace and the console all tell the same story, so they read it
-from here. Nothing is decided twice: extra and missing passes come from the `forwards` check's
-own expectation, stray loop-backs from the `loop_exit` check, each replayed over the recorded
-events. This module only rearranges what the checks and the trace already know.
+from here. Nothing is decided twice: extra and missing forwards come from the `forwards` check's
+own pass-by-pass comparison (`ForwardsCheck.per_pass`), stray loop-backs from the `loop_exit`
+check, each replayed over the recorded events. This module only rearranges what the checks and
+the trace already know.
 """
 
 from __future__ import annotations
@@ -100,8 +101,16 @@ def build_story(report: RunReport) -> Story:
     events = report.result.events
     fwd, lex = _replay_checks(report)
     ctx = RunContext(report.scenario, report.result.layout, report.result.outcomes)
-    expected, _totals = fwd.expected(ctx)
-    # Only passes the request completed have an expectation; a hung pass is liveness's.
+    expected, totals = fwd.expected(ctx)
+    # The check's own pass-by-pass comparison: how many forwards each completed pass allows,
+    # and how many it lacks. A hung pass has none (it is liveness's).
+    allowed: dict[tuple[Key, int], int] = {}
+    missing: dict[Key, int] = {}
+    for key, p, got, want in fwd.per_pass(ctx):
+        allowed[(key, p)] = len(want)
+        if len(got) < len(want):
+            missing[key] = missing.get(key, 0) + len(want) - len(got)
+    # A repeated walk is compared in total: a forward is extra past the walk's whole expectation.
     done_passes = {(rid, w, p) for rid, done in fwd.passes_done.items() for w, p in done}
 
     forwards: list[tuple[int, ev.Forward]] = []
@@ -118,16 +127,12 @@ def build_story(report: RunReport) -> Story:
         want = expected.get(key, {})
         n_exp = len(want.get(e.pass_no, want.get(-1, [])))
         pass_of[i] = (k, n_exp)
-        if (e.rid, e.walk, e.pass_no) in done_passes and k > n_exp:
+        limit = allowed.get((key, e.pass_no))
+        if limit is not None:
+            if k > limit:
+                extra.add(i)
+        elif key in totals and (e.rid, e.walk, e.pass_no) in done_passes and k > n_exp:
             extra.add(i)
-    missing: dict[Key, int] = {}
-    for key, per_pass in expected.items():
-        for p, want in per_pass.items():
-            if p == -1:
-                continue
-            got = seen.get((key, p), 0)
-            if got < len(want):
-                missing[key] = missing.get(key, 0) + len(want) - got
 
     stray_routes: set[tuple[int, tuple]] = set()
     for e, _loop, stray in lex.routed:

@@ -49,6 +49,16 @@ def test_story_finds_the_fiftieth_pass_and_the_stray_loop_backs(prefix_run):
     assert chosen_request(story) == "r0"
 
 
+def test_story_misses_the_forwards_the_check_finds_missing(bagel):
+    from tests.helpers import BROKEN
+
+    report = run_scenario(bagel, BROKEN + "OffByOneLoop")  # each loop one iteration short
+    story = build_story(report)
+    short = {(v.walk, v.node, v.rank, v.request): v.details["expected"] - v.details["count"]
+             for v in report.violations if v.check == "forwards"}
+    assert story.missing == short and sum(short.values()) == 28 and story.extra == set()
+
+
 def test_a_correct_runtime_has_no_extra_pass_and_no_stray(clean_run):
     story = build_story(clean_run)
     assert story.extra == set() and story.missing == {}
