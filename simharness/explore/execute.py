@@ -104,13 +104,16 @@ _KEY_ORDER = {
                  "never-admitted"),
     "drain": ("held-at-teardown", "dropped", "parked", "state-left", "conductor-left", "busy"),
     "worker_graphs": ("unexpected-report", "never-reported"),
-    "streams": ("order", "finals", "unconsumed", "passes", "other"),
+    "streams": ("order", "order-across-ranks", "finals", "unconsumed", "passes", "other"),
 }
 
-#: streams: what a violation's message says went wrong -> its key. Items out of order (a link
-#: that reorders) and the final-chunk race mstar leaves open (producer_done overtaking the last
-#: item, quirk Q7) are different failures, and the corpus must not know one as the other.
+#: streams: what a violation's message says went wrong -> its key. Items out of order on one
+#: link (a link that reorders), items of several producer ranks in another order than sent
+#: (mstar orders nothing across links) and the final-chunk race mstar leaves open
+#: (producer_done overtaking the last item, quirk Q7) are different failures, and the corpus
+#: must not know one as the other.
 _STREAM_KEYS = (("out of order, lost or duplicated", "order"), ("was due", "order"),
+                ("in another order than sent", "order-across-ranks"),
                 ("final chunk", "finals"), ("never consumed", "unconsumed"),
                 ("passes for", "passes"))
 

@@ -38,3 +38,13 @@ def test_the_final_chunk_race_on_a_tp_follower_is_streams_finals():
     # empty final chunk, then a second one (quirk Q7; a corpus case for every profile).
     sc = load_scenario(ROOT / "scenarios" / "corpus" / "mstar-python__streams-finals.yaml")
     assert signature(simulate(sc, "mstar-python", keep_trace=False)[1], sc) == ("streams", "finals")
+
+
+def test_items_of_two_producer_ranks_out_of_send_order_are_their_own_kind():
+    # A rank's own stream item enters its buffer at once; another rank's waits until the rank
+    # handles its messages. Nothing orders two producers (a corpus case for every profile), so
+    # this is not `streams:order`, which stays the key of a link that reorders.
+    sc = load_scenario(ROOT / "scenarios" / "corpus" / "mstar-python__streams-order-across-ranks.yaml")
+    violations = simulate(sc, "mstar-python", keep_trace=False)[1]
+    assert signature(violations, sc) == ("streams", "order-across-ranks")
+    assert any("items from ranks [0, 1] arrived in another order" in v.message for v in violations)
