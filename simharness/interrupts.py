@@ -7,6 +7,9 @@ no ``finally`` runs, so a real run's rank processes and its run folder would be 
 command line catches it at the top, prints what was found so far (a command may attach it as
 ``partial``) and exits with the shell's code for the signal: 130 for SIGINT, 143 for SIGTERM.
 
+`polled` notes the first signal and lets the block raise it where it chooses (a fuzz campaign:
+between two examples); a second signal raises at once.
+
 `deferred` holds both signals off during a short critical section (tearing a run down): a
 second Ctrl-C while the rank processes are being stopped would otherwise abort the teardown
 half way; the signal is raised once the section ends instead.
@@ -99,4 +102,48 @@ def deferred() -> Iterator[None]:
         signal.raise_signal(pending[0])
 
 
-__all__ = ["HANDLED", "Interrupted", "as_interrupted", "deferred", "interruptible", "signal_name"]
+#: the signals noted by each open `polled` block, innermost last
+_noted: list[list[int]] = []
+
+
+@contextlib.contextmanager
+def polled() -> Iterator[None]:
+    """Within the block the first SIGINT or SIGTERM is only noted; `check` raises it, as
+    `Interrupted`, at the next point the block chooses, and the block's end raises it if no check
+    did. A second signal raises at once, so a stuck block still stops.
+
+    For loops whose steps must not be cut half way: an exception raised asynchronously inside
+    Hypothesis's engine can trip its own assertions (an internal error, exit 3) where a raise
+    from the test function between examples is a clean stop."""
+    if not _main_thread():
+        yield
+        return
+    noted: list[int] = []
+
+    def note(signum: int, _frame: Any) -> None:
+        if noted:
+            raise Interrupted(noted[0])
+        noted.append(signum)
+
+    old = {s: signal.getsignal(s) for s in HANDLED}
+    for s in HANDLED:
+        signal.signal(s, note)
+    _noted.append(noted)
+    try:
+        yield
+    finally:
+        _noted.pop()
+        for s, h in old.items():
+            signal.signal(s, h)
+    if noted:
+        raise Interrupted(noted[0])
+
+
+def check() -> None:
+    """Raise the signal the innermost `polled` block noted, if any; outside one, nothing."""
+    if _noted and _noted[-1]:
+        raise Interrupted(_noted[-1][0])
+
+
+__all__ = ["HANDLED", "Interrupted", "as_interrupted", "check", "deferred", "interruptible",
+           "polled", "signal_name"]

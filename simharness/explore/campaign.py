@@ -40,6 +40,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
+from simharness import interrupts
 from simharness.explore.execute import CHECK_PRIORITY, REFERENCE, execute
 from simharness.explore.local_constants import without_local_constants
 from simharness.explore.reduce import reduce_scenario
@@ -163,6 +164,7 @@ def explore_chunk(spec: ChunkSpec, budget_s: float | None = None) -> ChunkResult
     @seed(spec.seed)
     @given(spec.strategy())
     def run(raw: dict[str, Any]) -> None:
+        interrupts.check()  # a Ctrl-C or SIGTERM stops the chunk here, between examples
         t = time.perf_counter()
         if deadline is not None and t >= deadline:
             raise OutOfTime
@@ -185,7 +187,7 @@ def explore_chunk(spec: ChunkSpec, budget_s: float | None = None) -> ChunkResult
                 f.count += 1
 
     try:
-        with without_local_constants():
+        with without_local_constants(), interrupts.polled():
             run()
     except OutOfTime:
         return None
@@ -232,6 +234,7 @@ def shrink(spec: ChunkSpec, finding: Finding, max_calls: int = DEFAULT_SHRINK_CA
     @seed(spec.seed)
     @given(spec.strategy())
     def run(raw: dict[str, Any]) -> None:
+        interrupts.check()
         if deadline is not None and time.perf_counter() >= deadline:
             stopped[0] = "time"
             raise OutOfTime
@@ -257,7 +260,7 @@ def shrink(spec: ChunkSpec, finding: Finding, max_calls: int = DEFAULT_SHRINK_CA
             raise _Found
 
     try:
-        with without_local_constants():
+        with without_local_constants(), interrupts.polled():
             run()
     except (_Found, OutOfTime):
         pass

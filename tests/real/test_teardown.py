@@ -124,12 +124,14 @@ def test_a_killed_rank_leaves_no_process_and_no_run_folder(tmp_path):
 def test_a_fault_that_did_not_fire_is_reported(tmp_path):
     import json
 
-    proc = start(tmp_path, "--set", TWO_REQUESTS, "--kill-rank", "1:100", "--deadline", "200",
+    # The kill time is far past any plausible run (a few seconds; minutes on a machine loaded to
+    # the hilt), so it cannot fire; the test times out long before it could.
+    proc = start(tmp_path, "--set", TWO_REQUESTS, "--kill-rank", "1:1000", "--deadline", "1100",
                  "--json")
     out, err = proc.communicate(timeout=300)
     summary = json.loads(out)
-    assert summary["kill"] == {"rank": 1, "at_s": 100.0, "fired": False}, summary
-    assert "--kill-rank 1:100 did not fire: the run ended at" in err
+    assert summary["kill"] == {"rank": 1, "at_s": 1000.0, "fired": False}, summary
+    assert "--kill-rank 1:1000 did not fire: the run ended at" in err
     assert not [v for v in summary["violations"] if v["check"] == "crash"], summary["violations"]
 
 

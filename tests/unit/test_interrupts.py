@@ -38,3 +38,30 @@ def test_deferred_holds_a_signal_until_the_section_ends():
 def test_a_plain_keyboard_interrupt_is_read_as_sigint():
     exc = interrupts.as_interrupted(KeyboardInterrupt())
     assert exc.name == "SIGINT" and exc.exit_code == 130
+
+
+def test_a_polled_block_stops_where_it_checks_and_a_second_signal_stops_it_at_once():
+    steps = []
+    with pytest.raises(interrupts.Interrupted) as got, interrupts.polled():
+        for i in range(5):
+            interrupts.check()
+            steps.append(i)
+            if i == 1:
+                os.kill(os.getpid(), signal.SIGTERM)  # noted, not raised mid-step
+                steps.append("rest of step 1")
+    assert steps == [0, 1, "rest of step 1"]
+    assert got.value.signum == signal.SIGTERM and got.value.exit_code == 143
+    with pytest.raises(interrupts.Interrupted), interrupts.polled():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # the second raises here
+        for _ in range(1000):
+            pass
+        pytest.fail("a second signal must not wait for a check")
+
+
+def test_a_polled_block_raises_at_its_end_what_no_check_raised_and_restores_the_handlers():
+    before = {s: signal.getsignal(s) for s in interrupts.HANDLED}
+    with pytest.raises(interrupts.Interrupted), interrupts.polled():
+        os.kill(os.getpid(), signal.SIGINT)
+    assert {s: signal.getsignal(s) for s in interrupts.HANDLED} == before
+    interrupts.check()  # outside a polled block: nothing
