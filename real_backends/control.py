@@ -123,6 +123,20 @@ class EventBatch:
 
 
 @_msg
+class Lockstep:
+    """Rank to the other ranks of a TP instance: `rank` has reached `phase` ("start" or "end")
+    of the instance's lockstep batch `number` (the leader's batch number). A rank goes on only
+    once every rank of the instance has said so: the collectives inside a TP forward hold its
+    ranks together in mstar, so no rank starts a batch before the others do, and none is done
+    with it before the others are."""
+
+    instance: list[int]
+    number: int
+    phase: str
+    rank: int
+
+
+@_msg
 class Shutdown:
     """Launcher to every process: report your final state and exit."""
 

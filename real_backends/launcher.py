@@ -94,6 +94,8 @@ class RealOptions:
     ``deadline_s``: the run deadline; None derives it from the scenario (`derive_deadline`).
     ``kill``: a fault to inject, (rank, seconds after the start): the launcher kills that rank
     with SIGKILL, to exercise crash detection.
+    ``slow_ranks``: a fault to inject, rank -> factor (> 0) on the budget of every batch that
+    rank runs, as a slower device would (the simulation's ``slow_rank`` fault).
     """
 
     device: str = "cpu"
@@ -104,6 +106,7 @@ class RealOptions:
     startup_timeout_s: float = 180.0
     threads_per_rank: int = 1
     kill: tuple[int, float] | None = None
+    slow_ranks: dict[int, float] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     #: called as progress(ready, total, elapsed_s) while the processes start (that takes from
     #: seconds to minutes: each imports torch); once more when all are ready
@@ -118,6 +121,9 @@ class RealOptions:
             self.compute_share = 0.5 if self.device == "cpu" else 1.0
         if not 0 < self.compute_share <= 1:
             raise ValueError(f"--compute-share must be in (0, 1], got {self.compute_share}")
+        for rank, factor in self.slow_ranks.items():
+            if not factor > 0:
+                raise ValueError(f"slow rank {rank}: the factor must be > 0, got {factor}")
         if self.deadline_s is not None and not self.deadline_s > 0:
             raise ValueError(f"--deadline must be > 0, got {self.deadline_s}")
         Endpoints(self.endpoints, run_dir="-")
@@ -227,6 +233,7 @@ class Launcher:
             "time_scale": self.options.time_scale,
             "compute_share": self.options.compute_share,
             "threads_per_rank": self.options.threads_per_rank,
+            "slow_ranks": {str(r): f for r, f in self.options.slow_ranks.items()},
             "parent_pid": os.getpid(),
         }
 

@@ -9,9 +9,12 @@ is the host's monotonic clock relative to the run's start (`Start.t0`), in secon
 
 A rank runs the driver core's main loop (`simharness.drive.worker.worker_main`) with this
 process as its port: real work for a batch's budget, the socket as the inbox; with nothing to
-run, it blocks on the socket. Trace events are shipped to the launcher after every
-step (`EventBatch`), so a rank killed mid-run has already reported everything up to its last
-step. A process whose launcher disappears exits on its own (it is started through
+run, it blocks on the socket. The ranks of a TP instance meet twice per lockstep batch
+(`Lockstep` messages), before the work and after it, as the collectives inside mstar's TP
+forward hold them; runtime messages that arrive meanwhile wait, as they would in the socket
+during the work. Trace events are shipped to the launcher after every step (`EventBatch`), so a
+rank killed mid-run has already reported everything up to its last step. A process whose
+launcher disappears exits on its own (it is started through
 `real_backends.teardown.child_main`, which ties it to its launcher before anything is imported).
 """
 
@@ -180,6 +183,13 @@ class RankProcess(_Process):
         #: tensors the running batch consumed (freed once its outputs are sent)
         self._consumed: list[tuple[str, tuple[int, int]]] = []
         self._pending_sends: list[Send] = []
+        #: a slow_rank fault: the factor on this rank's batch budgets
+        self.slow = float(cfg.get("slow_ranks", {}).get(str(rank), 1.0))
+        #: (instance, leader's batch number, phase) -> the other ranks that have reached it
+        self._met: dict[tuple[tuple[int, ...], int, str], set[int]] = {}
+        #: in a lockstep rendezvous: runtime messages wait in `_deferred` (with their payloads)
+        self._meeting = False
+        self._deferred: list[tuple[Any, list[tuple[Signal, Payload]]]] = []
         self._to_free: list[tuple[str, tuple[int, int]]] = []
         #: the main loop's message handler while `receive` drains the socket
         self._handle: Any = lambda msg: self.apply(
@@ -230,6 +240,14 @@ class RankProcess(_Process):
             self.transport.send(CLIENT_ID, ctl.BlockedReply(round=msg.round, rank=self.rank,
                                                             rid=msg.rid, blocked=blocked))
             return
+        if isinstance(msg, ctl.Lockstep):
+            self._met.setdefault((tuple(msg.instance), msg.number, msg.phase), set()).add(msg.rank)
+            return
+        if self._meeting:
+            # Handled at the next `receive`, in arrival order, as if still in the socket.
+            self._deferred.append((msg, self._arrived))
+            self._arrived = []
+            return
         if self._arrived:
             from real_backends.tensors import tensor_from_payload
 
@@ -242,6 +260,11 @@ class RankProcess(_Process):
 
     def receive(self, handle: Any) -> None:
         self._handle = handle
+        if self._deferred:
+            deferred, self._deferred = self._deferred, []
+            for msg, arrived in deferred:
+                self._arrived = arrived
+                self._on_message(msg)
         self.transport.drain(self._on_message, self._on_payload)
 
     def apply(self, effects: Effects) -> None:
@@ -265,10 +288,46 @@ class RankProcess(_Process):
             self.running = False
 
     def duration(self, batch: Any) -> float:
-        return self.work.budget(self.fake_nodes.duration(batch.node, batch.walk, len(batch.rids)))
+        budget = self.work.budget(self.fake_nodes.duration(batch.node, batch.walk, len(batch.rids)))
+        return budget * self.slow if self.slow != 1.0 else budget
 
     def collective(self, batch: Any) -> None:
-        return None  # the ranks of an instance meet in their messages, not in a collective here
+        self._meet(batch, "start")
+
+    def _meet(self, batch: Any, phase: str) -> None:
+        """Block until every other rank of the batch's TP instance has reached `phase` of it.
+
+        The collectives inside mstar's TP forward hold its ranks together: none starts a batch
+        before the others, and the leader's output exists only once every rank has done its
+        share. The simulation starts them together (`Simulation.collective`) and, with equal
+        service times, ends them together; here work takes what the host gives it, so the end
+        is a meeting too. Without them a leader whose outputs leave the group ran ahead, and a
+        follower two iterations behind got loop-backs for an iteration it had not started
+        (docs/fidelity.md, finding 10)."""
+        instance = tuple(batch.instance)
+        key = (instance, batch.tp_number, phase)
+        note = ctl.Lockstep(instance=list(instance), number=batch.tp_number, phase=phase,
+                            rank=self.rank)
+        transport = self.transport
+        for r in instance:
+            if r != self.rank:
+                transport.send(r, note)
+        need = len(instance) - 1
+        met = self._met
+        self._meeting = True
+        try:
+            while self.running and len(met.get(key, ())) < need:
+                if transport.wait(IDLE_POLL_MS):
+                    transport.drain(self._on_message, self._on_payload)
+                elif not self.launcher_alive():
+                    self.running = False
+                if len(met.get(key, ())) < need:
+                    # Waiting for a rank that has not reached the batch: this rank makes no
+                    # progress of its own (messages it holds are not counted handled yet).
+                    self.answer_probe(idle=True)
+        finally:
+            self._meeting = False
+        met.pop(key, None)
 
     def execute(self, batch: Any, duration: float) -> None:
         loop = self.loop
@@ -289,7 +348,11 @@ class RankProcess(_Process):
         # Ship the trace while the batch runs, not between its end and the next batch: a message
         # that arrives in that gap (a REMOVE) must find the rank as quick as the simulation does.
         self.flush_events()
+        if not self.running:
+            return  # told to stop while meeting the other ranks of the batch
         result = self.work.run(inputs, nbytes, duration)
+        if batch.instance:
+            self._meet(batch, "end")
         self._results = dict.fromkeys(batch.rids, result)
         self._consumed = consumed
 
