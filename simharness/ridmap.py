@@ -20,7 +20,17 @@ others in the order they were added.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, MutableMapping, MutableSet, ValuesView
+import heapq
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    MutableSet,
+    ValuesView,
+)
 from typing import Any, TypeVar
 
 V = TypeVar("V")
@@ -215,3 +225,40 @@ class RidSet(MutableSet[str]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (RidSet, (list(self),))
+
+
+def names_in_order(tables: Iterable[Mapping[str, Any]], key: Callable[[str], Any]) -> Iterator[str]:
+    """Every name in any of `tables`, once each, sorted by `key` (which must order canonical
+    names by their number, as `checks.base.rid_order` does), produced one at a time: judging a
+    soak at its end then never holds every name at once (a set of them, a sorted list, a key
+    per name), which cost more than the run itself kept."""
+    numbered = bytearray()
+    others: set[str] = set()
+
+    def mark(n: int) -> None:
+        if n >= len(numbered):
+            numbered.extend(bytes(n + 1 - len(numbered)))
+        numbered[n] = 1
+
+    for table in tables:
+        if isinstance(table, RidMap):
+            for n, v in enumerate(table._slots):
+                if v is not _ABSENT:
+                    mark(n)
+            others.update(table._other)
+        else:
+            for rid in table:
+                n = rid_number(rid)
+                if n is not None and n < len(numbered) + _REACH:
+                    mark(n)
+                else:
+                    others.add(rid)
+    # A numbered name kept beside the slots of one table may be in another's slots.
+    rest = sorted((r for r in others if not _marked(numbered, r)), key=key)
+    counted = (f"r{n}" for n, b in enumerate(numbered) if b)
+    return heapq.merge(counted, rest, key=key)
+
+
+def _marked(numbered: bytearray, rid: str) -> bool:
+    n = rid_number(rid)
+    return n is not None and n < len(numbered) and bool(numbered[n])

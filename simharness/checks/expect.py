@@ -16,7 +16,7 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
-from simharness.ridmap import RidMap
+from simharness.ridmap import RidMap, names_in_order
 from simharness.scenario.model import Scenario
 
 
@@ -58,7 +58,7 @@ class ExpectCheck:
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = []
-        for rid in sorted(self.admitted, key=rid_order):
+        for rid in names_in_order([self.admitted], rid_order):
             if ctx.outcomes.get(rid) != "completed":
                 continue
             request_kind, walks, placement_items = self.admitted[rid]

@@ -28,7 +28,7 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, counters_text, rid_order
-from simharness.ridmap import RidMap
+from simharness.ridmap import RidMap, names_in_order
 from simharness.rng import draw_stop
 
 Key = tuple[str, str, int, str]  # walk, node, rank, rid
@@ -71,6 +71,10 @@ class ForwardLog:
         frozen = self._closed.pop(rid, ())
         log = self._open[rid] = {place: list(runs) for place, runs in frozen}
         return log
+
+    def tables(self) -> tuple[RidMap[Any], dict[str, Log]]:
+        """The finished requests' table and the open ones' (for `names_in_order`)."""
+        return self._closed, self._open
 
     def rids(self) -> list[str]:
         return [*self._closed, *self._open]
@@ -197,9 +201,10 @@ class ForwardsCheck:
             out[(walk, node, rank, rid)] = per_pass
         return out
 
-    def _rids(self) -> list[str]:
-        """Every request admitted or seen forwarding, in request order."""
-        return sorted(set(self.admitted) | set(self.log.rids()), key=rid_order)
+    def _rids(self) -> Iterator[str]:
+        """Every request admitted or seen forwarding, in request order, one at a time (a soak's
+        names are never all held at once)."""
+        return names_in_order([self.admitted, *self.log.tables()], rid_order)
 
     def per_pass(self, ctx: RunContext) -> Iterator[tuple[Key, int, list[int | None], list[int | None]]]:
         """What the check compares pass by pass: (key, pass, observed counters, expected

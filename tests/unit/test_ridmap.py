@@ -53,3 +53,22 @@ def test_numbered_names_iterate_in_submission_order():
     for k in ("r2", "b", "r0", "a", "r10"):
         m[k] = k
     assert list(m) == ["r0", "r2", "r10", "b", "a"]
+
+
+# names `rid_order` can sort (it takes any decimal digits for a number, "r²" among them)
+ORDERABLE = NAMES.filter(lambda r: not r[1:].isdigit() or r[1:].isascii())
+
+
+@given(st.lists(st.lists(ORDERABLE, max_size=12), min_size=1, max_size=3), st.booleans())
+def test_names_in_order_is_the_sorted_union(tables, plain_last):
+    from simharness.checks.base import rid_order
+    from simharness.ridmap import names_in_order
+
+    maps: list = []
+    for i, names in enumerate(tables):
+        m: dict | RidMap = {} if plain_last and i == len(tables) - 1 else RidMap()
+        for k in names:
+            m[k] = 1
+        maps.append(m)
+    want = sorted(set().union(*map(set, tables)), key=rid_order)
+    assert list(names_in_order(maps, rid_order)) == want
