@@ -77,3 +77,14 @@ def test_replicas_are_chosen_per_request_per_group():
     picks = iter([2, 0])
     assert lay.assign(lambda n: next(picks)).wg_ranks == {"w#0": (2,)}
     assert lay.assign(lambda n: next(picks)).wg_ranks == {"w#0": (0,)}
+
+
+def test_the_last_group_that_lists_a_node_for_the_walk_wins():
+    from simharness.placement.divide import group_of_nodes
+
+    groups = [(("a", "b"), None), (("b",), ("other",)), (("a", "c"), ("w",)), (("zz",), None)]
+    got = group_of_nodes(["c", "b", "a", "d"], "w", groups)
+    # a: groups 0 and 2 apply, 2 is last; b: group 1 is for another walk; d is in none; the
+    # answer follows the node order given.
+    assert got == {"c": 2, "b": 0, "a": 2}
+    assert list(got) == ["c", "b", "a"]
