@@ -207,12 +207,7 @@ class WorkerLoop:
     def _ingest(self, rid: str, walk: str, pass_no: int, signals: list[Signal], src: int, now: float) -> None:
         outcomes = tuple(self.runtime.deliver(rid, walk, pass_no, signals))
         self.emit(ev.Delivered(now, self.rank, rid, walk, pass_no, src, outcomes))
-        for _, _, outcome in outcomes:
-            if outcome is REJECTED:
-                break
-        else:
-            return
-        lost = tuple(s for s, _, o in outcomes if o is REJECTED)
+        lost = tuple([s for s, _, o in outcomes if o is REJECTED])
         if lost:
             self.emit(ev.Dropped(now, self.rank, rid, "input_signals",
                                  f"no worker graph of walk {walk!r} on this rank accepted it "
