@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from simharness.placement.layout import Layout
+from simharness.ridmap import rid_number
 from simharness.scenario.model import Scenario
 
 
@@ -82,4 +83,10 @@ def and_join(items: list[str]) -> str:
 
 
 def rid_order(rid: str) -> tuple[int, str]:
-    return (int(rid[1:]) if rid[1:].isdigit() else -1, rid)
+    """Sort key for request names: canonical ``r<n>`` by number, any other name first, by text.
+
+    The number comes from `rid_number`, the one parser of request names, so every table that
+    orders names agrees with `RidMap` on which names are numbered (``r²`` and ``r01`` are not).
+    """
+    n = rid_number(rid)
+    return (-1 if n is None else n, rid)

@@ -15,6 +15,7 @@ from typing import TextIO
 from simharness.checks.base import rid_order
 from simharness.report.summary import forward_counts, forward_order, request_counts
 from simharness.report.table import cell, line, render_table
+from simharness.ridmap import rid_number
 from simharness.run import RunReport
 
 MAX_COLUMNS = 12
@@ -44,7 +45,7 @@ def _rids_text(rids: list[str]) -> str:
     rids = [r for r in rids if r]
     if not rids:
         return ""
-    nums = [int(r[1:]) for r in rids if r[1:].isdigit()]
+    nums = [n for n in map(rid_number, rids) if n is not None]
     if len(nums) == len(rids) and len(rids) > 2 and nums == list(range(nums[0], nums[0] + len(nums))):
         return f"r{nums[0]}..r{nums[-1]}"
     if len(rids) > 4:
