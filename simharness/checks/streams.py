@@ -106,13 +106,12 @@ class StreamsCheck:
                          f"pass", runs=runs, chunks=len(chunks))
         return out
 
-
     def _each_link_in_order(self, sent: list[int], chunks: list[ev.ChunkPopped]) -> bool:
         """Every producer rank's items first appear in the chunks in the order that rank sent
         them, none missing before the last one seen: only the interleaving of ranks differs."""
-        seen: list[int] = []
-        for ch in chunks:
-            seen.extend(i for i in ch.items if i not in seen)
+        # each item once, where it first appears (a sliding window repeats items); a dict keeps
+        # that order and answers "seen already?" at once, where a list would rescan itself
+        seen = list(dict.fromkeys(i for ch in chunks for i in ch.items))
         if set(seen) - set(sent):
             return False
         for rank in {self.sent_from.get(i) for i in sent}:

@@ -60,3 +60,21 @@ def test_fixed_without_continue_gives_one_empty_final_chunk_when_drained_before_
     assert [len(c.items) for c in chunks] == [2, 2, 0]
     assert [c.final for c in chunks] == [False, False, True]
     assert not buf.chunk_ready()
+
+
+def test_items_of_two_links_compare_by_first_appearance_per_link():
+    # A sliding window repeats items across chunks (and a chunk may repeat one): each item
+    # counts once, where it first appears, and each producer rank's items keep its send order.
+    from simharness.checks.streams import StreamsCheck
+    from simharness.events import ChunkPopped
+
+    check = StreamsCheck()
+    check.sent_from = {0: 0, 1: 1, 2: 0, 3: 1}
+
+    def chunks(*items):
+        return [ChunkPopped(0.0, 2, "r0", "tok", i, 0, tuple(c), False, "p") for i, c in enumerate(items)]
+
+    interleaved = chunks([1, 0], [0, 1, 3], [3, 3, 2])
+    assert check._each_link_in_order([0, 1, 2, 3], interleaved)
+    assert not check._each_link_in_order([0, 1, 2, 3], chunks([2, 1], [1, 0, 3]))
+    assert not check._each_link_in_order([0, 1], chunks([0, 1, 2]))
