@@ -3,6 +3,9 @@ drive `WorkerLoop`, `Conductor`, `RankRuntime` and `ApiClient` directly, without
 
 Every factory takes the fields it is likely to vary as keywords with defaults; anything else
 is passed through to the message class.
+
+`denoise_loop` is the one worker-graph section that both the `GraphState` tests and the
+state conformance suite drive by hand.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from simharness.graph.ir import Edge, Loop, Node
 from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.runtime.api_client import ApiClient
@@ -31,6 +35,29 @@ def signal(name: str, dest: str, *, walk: str = "w", pass_no: int = 0, nbytes: i
            stream: bool = False) -> Signal:
     return Signal(name, dest, False, False, nbytes, src_node, src_rank, walk, pass_no, None,
                   origin, next(_seq), stream)
+
+
+def denoise_loop(iters: int = 3) -> Loop:
+    """The denoise shape in one worker graph: ``dit`` takes an external ``emb`` and its own
+    ``latents`` and ``t`` back each iteration, for `iters` iterations; when the loop ends it
+    sends ``latents`` to ``vae``. Start it with `denoise_start`."""
+    dit = Node("dit", ("emb", "latents", "t"), (Edge("latents", "dit"), Edge("t", "dit")))
+    return Loop("denoise", iters, dit, outputs=(Edge("latents", "vae"),))
+
+
+def denoise_start() -> list[Signal]:
+    """What the walk start hands `denoise_loop`: the external ``emb`` and the first-iteration
+    ``latents`` and ``t``."""
+    return [signal(name, "dit") for name in ("emb", "latents", "t")]
+
+
+def route_back(state: Any, items: Any, node: str) -> None:
+    """Ingest the items `state` just completed that go to `node` in the same graph, as a rank
+    does with its local edges (an `Edge` is turned into a signal)."""
+    for e in items:
+        dest = e.to if isinstance(e, Edge) else e.dest
+        if dest == node:
+            state.ingest(e if isinstance(e, Signal) else signal(e.name, dest))
 
 
 def arrived(msg: Any) -> Arrived:

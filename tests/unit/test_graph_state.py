@@ -6,6 +6,7 @@ from simharness.graph.ir import Edge, Loop, Node, Sequential
 from simharness.runtime.graph_spec import GraphSpec, Semantics
 from simharness.runtime.graph_state import CURRENT, NEXT, PARKED, REJECTED, GraphState
 from simharness.runtime.signals import Signal
+from tests.factories import denoise_loop, denoise_start, route_back
 
 _seq = itertools.count()
 PY = Semantics("all", False)
@@ -31,18 +32,14 @@ def run_node(st: GraphState, node: str):
 
 
 def test_denoise_loop_reinjects_external_inputs_and_filters_loop_backs_at_the_end():
-    dit = Node("dit", ("emb", "latents", "t"), (Edge("latents", "dit"), Edge("t", "dit")))
-    st = state(Loop("denoise", 3, dit, outputs=(Edge("latents", "vae"),)))
-    for s in (sig("emb", "dit"), sig("latents", "dit"), sig("t", "dit")):
+    st = state(denoise_loop(3))
+    for s in denoise_start():
         assert st.ingest(s) == CURRENT
     outputs = []
     for _ in range(3):
         edges, filtered, finished = run_node(st, "dit")
         outputs.append((names(edges), filtered, finished))
-        for e in edges:  # route back into the same graph, as the rank does for local edges
-            dest = e.to if isinstance(e, Edge) else e.dest
-            if dest == "dit":
-                st.ingest(e if isinstance(e, Signal) else sig(e.name, dest))
+        route_back(st, edges, "dit")
     assert outputs[0][0] == [("latents", "dit"), ("t", "dit"), ("emb", "dit")]
     assert outputs[1][0] == outputs[0][0]
     assert outputs[2] == ([("latents", "vae")], {("latents", "dit"), ("t", "dit")}, ["denoise"])

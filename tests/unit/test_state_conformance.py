@@ -17,6 +17,7 @@ from simharness.runtime.graph_spec import GraphSpec, Semantics
 from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphState
 from simharness.runtime.protocol import WorkerGraphState
 from simharness.runtime.signals import ORIGIN_WALK_START, Signal
+from tests.factories import denoise_loop, denoise_start, route_back
 from tests.helpers import needs_mstar
 
 _seq = itertools.count(1)
@@ -87,9 +88,8 @@ def test_a_second_copy_waits_for_the_next_iteration_and_a_third_is_refused(make)
 
 @pytest.mark.parametrize("make", STATES)
 def test_a_loop_reinjects_its_external_input_and_filters_loop_backs_at_the_end(make):
-    dit = Node("dit", ("emb", "latents", "t"), (Edge("latents", "dit"), Edge("t", "dit")))
-    st = make(Loop("denoise", 3, dit, outputs=(Edge("latents", "vae"),)))
-    for s in (sig("emb", "dit"), sig("latents", "dit"), sig("t", "dit")):
+    st = make(denoise_loop(3))
+    for s in denoise_start():
         assert st.ingest(s) == CURRENT
     seen = []
     for it in range(3):
@@ -97,10 +97,7 @@ def test_a_loop_reinjects_its_external_input_and_filters_loop_backs_at_the_end(m
         assert st.loop_context("dit") == (("denoise", it, 3, it == 2),)
         items, filtered, finished = run(st, "dit")
         seen.append((targets(items), sorted(filtered), finished))
-        for e in items:  # route back into the same graph, as the rank does for local edges
-            dest = e.to if isinstance(e, Edge) else e.dest
-            if dest == "dit":
-                st.ingest(e if isinstance(e, Signal) else sig(e.name, dest))
+        route_back(st, items, "dit")
     loop_back = [("emb", "dit"), ("latents", "dit"), ("t", "dit")]
     assert seen[0] == (loop_back, [], []) and seen[1] == seen[0]
     assert seen[2] == ([("latents", "vae")], [("latents", "dit"), ("t", "dit")], ["denoise"])
