@@ -62,7 +62,8 @@ class Workload:
         #: rid -> outcome, in submission order; "" while the request is open (a slot per
         #: request, not a dict entry: a soak's outcomes stay small)
         self.outcomes: RidMap[str] = RidMap()
-        #: the requests not ended yet, in submission order
+        #: the requests not ended yet, in submission order: `issue` inserts each rid in that
+        #: order, `end` only removes, and a dict keeps insertion order (`unfinished` sorts nothing)
         self._open: dict[str, None] = {}
         #: set when the run stops taking new work (a deadline, a crashed process)
         self.stopped = False
