@@ -279,6 +279,11 @@ def shrink(spec: ChunkSpec, finding: Finding, max_calls: int = DEFAULT_SHRINK_CA
         return False
 
     until = t0 + budget_s if budget_s is not None else None
+    # The reduced scenario is read from `last`, not from what `reduce_scenario` returns: the
+    # two are the same scenario (each kept deletion is the latest call for which `still_fails`
+    # was true; with none kept, both are the scenario it started from), and `last` carries that
+    # scenario's nodes, ranks and messages too, which its returned value would need another
+    # run to learn.
     _, extra = reduce_scenario(last[0][0], still_fails, until, REDUCE_CALLS)
     calls[0] += extra
     raw, nodes, ranks, messages = last[0]

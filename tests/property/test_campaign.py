@@ -127,3 +127,42 @@ def test_hypothesis_gets_its_local_constants_back_after_the_last_campaign():
         # the inner exit must not restore the pool while the outer campaign still runs
         assert len(providers._get_local_constants()) == 0
     assert providers._get_local_constants is original
+
+
+def test_a_shrunk_case_reports_the_size_and_messages_of_the_scenario_it_returns(monkeypatch):
+    # A stand-in for `execute` that fails every scenario and reports its nodes and ranks, so
+    # that a stale size (Hypothesis's example's, not the reduced scenario's) would show.
+    from simharness.explore import campaign
+    from simharness.explore.execute import Outcome
+
+    def names(tree):
+        if isinstance(tree, dict):
+            own = {tree["node"]} if isinstance(tree.get("node"), str) else set()
+            return own.union(*map(names, tree.values()))
+        return set().union(*map(names, tree)) if isinstance(tree, list) else set()
+
+    def fails_always(raw, runtime, reference=None):
+        nodes = names(raw["graph"]["walks"])
+        ranks = {r for g in raw["placement"]["node_groups"] for r in g.get("ranks", [])}
+        return Outcome("fail", "fake", "fake:any", sorted(nodes), nodes=len(nodes),
+                       ranks=len(ranks))
+
+    reduced = []
+    reduce_scenario = campaign.reduce_scenario
+
+    def recording(raw, *args):
+        out = reduce_scenario(raw, *args)
+        reduced.append((raw, out[0]))
+        return out
+
+    monkeypatch.setattr(campaign, "execute", fails_always)
+    monkeypatch.setattr(campaign, "reduce_scenario", recording)
+    # Skip the chunk's first examples (the simplest ones Hypothesis draws) and let Hypothesis run
+    # one example only, so that the reduction has walks and nodes to delete.
+    finding = campaign.Finding("fake:any", "fake", 0, 5, {}, 0, 0, [])
+    sh = campaign.shrink(campaign.ChunkSpec("mstar-rust-prefix", 0, 0, 10), finding, max_calls=6)
+    (started, returned), = reduced
+    assert fails_always(started, "").nodes > fails_always(returned, "").nodes  # it deleted nodes
+    assert sh.shrunk and sh.raw == returned
+    again = fails_always(sh.raw, "")
+    assert (sh.nodes, sh.ranks, sh.messages) == (again.nodes, again.ranks, again.messages)
