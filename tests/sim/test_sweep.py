@@ -80,6 +80,34 @@ def test_a_corpus_case_is_expected_to_fail_as_recorded_under_its_runtime(capsys)
     assert code == 0
 
 
+def test_each_file_s_corpus_block_is_read_once_however_many_cells_it_has(monkeypatch):
+    # Expectations are worked out as cells finish; a sweep of many seeds and runtimes must not
+    # read and parse a scenario file again for each of them.
+    from simharness.scenario import loader
+    from simharness.sweep import CellResult, expectations
+
+    reads = []
+    read_yaml = loader.read_yaml
+
+    def counting(path, *args, **kw):
+        reads.append(str(path))
+        return read_yaml(path, *args, **kw)
+
+    monkeypatch.setattr(loader, "read_yaml", counting)
+    expect = expectations(None)
+    cells = [CellResult(name, str(path), rt, seed, "pass")
+             for name, path in (("case", CASE), ("bagel", BAGEL))
+             for rt in ("mstar-rust-prefix", "mstar-rust") for seed in range(5)]
+    for cell in cells:
+        expect(cell)
+    assert sorted(reads) == sorted([str(CASE), BAGEL])
+    assert {(c.scenario, c.runtime, c.expected, c.why_expected) for c in cells} == {
+        ("case", "mstar-rust-prefix", "fail:loop_exit:peer", "corpus (open)"),
+        ("case", "mstar-rust", "pass", "default"),
+        ("bagel", "mstar-rust-prefix", "pass", "default"),
+        ("bagel", "mstar-rust", "pass", "default")}
+
+
 def test_the_table_names_every_unexpected_run(capsys):
     code = main(["sweep", BAGEL, "--set", ONE, "--seeds", "0", "--runtime", "mstar-rust-prefix"])
     out = capsys.readouterr().out
