@@ -12,7 +12,9 @@ Registered under the ``pytest11`` entry point, so installing simharness is enoug
 * A **corpus case** (a scenario with a ``corpus:`` block) is one item named after its runtime
   and status. A ``fixed`` case must pass. An ``open`` case is an expected failure: it is
   reported as xfailed while it still fails exactly as recorded (signature and trace digest),
-  and fails (strict) when it passes, or fails in another way.
+  and fails (strict) when it passes, or fails in another way. The block is read by the loader's
+  `parse_corpus`, as ``simharness replay`` reads it; a block it refuses is one failing item,
+  ``corpus``, whose text is the refusal.
 * The **fixture** ``simharness_run`` runs a scenario inside any test and returns its summary
   (the ``--json`` object of ``simharness run``).
 
@@ -61,7 +63,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     raw = _sniff(file_path)
     if raw is None:
         return None
-    kind = CorpusFile if isinstance(raw.get("corpus"), dict) else ScenarioFile
+    # The loader's rule: a file with a corpus: block is a corpus case, whatever the block holds
+    # (`CorpusFile` reports a block the loader refuses).
+    kind = CorpusFile if "corpus" in raw else ScenarioFile
     node = kind.from_parent(parent, path=file_path)
     node.raw = raw
     return node
@@ -135,21 +139,39 @@ class CorpusFile(pytest.File):
     raw: dict[str, Any]
 
     def collect(self):
-        meta = self.raw["corpus"]
-        runtime, status = meta.get("runtime", "?"), meta.get("status", "?")
-        item = CorpusItem.from_parent(self, name=f"{runtime}[{status}]")
-        if status == "open":
+        from simharness.errors import ScenarioError
+        from simharness.scenario.sections import parse_corpus
+
+        try:
+            meta = parse_corpus(self.raw["corpus"])
+        except ScenarioError as err:
+            yield CorpusItem.from_parent(self, name="corpus",
+                                         refused=f"error: {err.with_source(str(self.path))}")
+            return
+        item = CorpusItem.from_parent(self, name=f"{meta.runtime}[{meta.status}]")
+        if meta.status == "open":
             item.add_marker(pytest.mark.xfail(
                 raises=CaseStillFails, strict=True,
-                reason=f"open case: {meta.get('signature', '?')} under {runtime} is a known failure"))
+                reason=f"open case: {meta.signature} under {meta.runtime} is a known failure"))
         yield item
 
 
 class CorpusItem(pytest.Item):
+    def __init__(self, *, refused: str = "", **kw: Any) -> None:
+        super().__init__(**kw)
+        #: why the loader refused the case's corpus: block ("" when it did not)
+        self.refused = refused
+
     def runtest(self) -> None:
+        from simharness.errors import ScenarioError, UsageError
         from simharness.explore.corpus import replay
 
-        r = replay(self.path, raw=self.parent.raw)
+        if self.refused:
+            raise SimharnessFailure(self.refused)
+        try:
+            r = replay(self.path, raw=self.parent.raw)
+        except (ScenarioError, UsageError) as exc:
+            raise SimharnessFailure(f"error: {exc}") from None
         if r.ok and r.status == "open":
             raise CaseStillFails(r.message)
         if not r.ok:

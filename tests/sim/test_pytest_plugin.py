@@ -109,6 +109,32 @@ def test_an_open_case_that_passes_is_a_strict_failure(tmp_path):
     assert code == 1
 
 
+def test_a_case_the_loader_refuses_is_one_failing_item_saying_why(tmp_path):
+    # The corpus: block is read by the loader's parser, so what it refuses (a missing key, a
+    # status it does not know, a block that is not a mapping) fails as one line, as replay says
+    # it, and not as a traceback; so does a case whose scenario part the loader refuses.
+    def case(edit):
+        raw = yaml.safe_load(CASE.read_text())
+        edit(raw)
+        return raw
+
+    _write(tmp_path / "no_signature.yaml", case(lambda c: c["corpus"].pop("signature")))
+    _write(tmp_path / "status_typo.yaml", case(lambda c: c["corpus"].update(status="Open")))
+    _write(tmp_path / "null_block.yaml", case(lambda c: c.update(corpus=None)))
+    _write(tmp_path / "bad_workload.yaml", case(lambda c: c["workload"][0].update(count=0)))
+    code, out, results = _pytest(tmp_path)
+    assert results == {"no_signature.yaml::corpus": "failed", "status_typo.yaml::corpus": "failed",
+                       "null_block.yaml::corpus": "failed",
+                       "bad_workload.yaml::mstar-rust-prefix[open]": "failed"}, out
+    assert code == 1
+    for name, refusal in [("no_signature", "corpus.signature: missing required key"),
+                          ("status_typo", "corpus.status: expected one of open, fixed"),
+                          ("null_block", "corpus: expected a mapping"),
+                          ("bad_workload", "workload: every phase has count 0")]:
+        assert f"error: {tmp_path / name}.yaml: {refusal}" in out, out
+    assert "ScenarioError" not in out, out
+
+
 def test_collection_can_be_turned_off(tmp_path):
     _write(tmp_path / "good.yaml", split_loop())
     (tmp_path / "pytest.ini").write_text("[pytest]\nsimharness_collect = false\n")
