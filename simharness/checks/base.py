@@ -3,7 +3,8 @@
 A check is an observer (Trio's ``Instrument`` shape): it may define ``on_<Event>`` methods that
 the recorder calls as events happen, and it must define ``finish(ctx)`` returning its
 violations. Checks never change what runs. Each has a stable ``name`` used in
-``violations[].check``.
+``violations[].check``. A check that judges each request on its own can judge it once it is
+over (`RequestsOver`) and keep only the verdict.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from simharness import events as ev
 from simharness.placement.layout import Layout
 from simharness.ridmap import rid_number
 from simharness.scenario.model import Scenario
@@ -49,6 +51,55 @@ class RunContext:
     scenario: Scenario
     layout: Layout
     outcomes: Mapping[str, str]
+
+
+class RequestsOver:
+    """When nothing more of a request is to come: it ended and every rank it was placed on
+    removed it.
+
+    `RequestEnded` alone is too early: a rank tears a request down only after the batch it has
+    in flight completes, so forwards, chunks and batches of an ended request still come until
+    that rank's `Removed` (a stray pass after a loop ended, a chunk after the final one). A rank
+    of the placement that never held the request never removes it; such a request is over only
+    at the end of the run. The outcome given is the one of the request's `RequestEnded`, which
+    is the run's outcome for it (the run records the first end, and a request ends once). A rank
+    that removed a request sends nothing more of it; should one, a check judges what came after
+    on its own at the end of the run.
+
+    What it keeps is per running request, dropped when the request is over.
+    """
+
+    __slots__ = ("_waiting", "_outcome")
+
+    def __init__(self) -> None:
+        #: rid -> ranks of its placement that have not removed it yet
+        self._waiting: dict[str, set[int]] = {}
+        #: rid -> its outcome, once it ended and until it is over
+        self._outcome: dict[str, str] = {}
+
+    def admitted(self, e: ev.Admitted) -> None:
+        self._waiting[e.rid] = {r for _wg, ranks in e.placement for r in ranks}
+
+    def ended(self, e: ev.RequestEnded) -> str | None:
+        """The request's outcome if it is over now, else None."""
+        self._outcome[e.rid] = e.outcome
+        return self._over(e.rid)
+
+    def removed(self, e: ev.Removed) -> str | None:
+        """The request's outcome if this removal makes it over, else None."""
+        waiting = self._waiting.get(e.rid)
+        if waiting is None:
+            return None
+        waiting.discard(e.rank)
+        return self._over(e.rid)
+
+    def _over(self, rid: str) -> str | None:
+        outcome = self._outcome.get(rid)
+        if outcome is None or self._waiting.get(rid):
+            return None
+        del self._outcome[rid]
+        self._waiting.pop(rid, None)
+        return outcome
 
 
 class Check(Protocol):

@@ -11,15 +11,41 @@ the chunks the consumer's StreamBuffer released:
 * when the request completed, every item sent was consumed (the final chunk reaches the end);
 * the consumer ran exactly one pass per chunk (mstar: consumer passes = chunks popped); a
   ``continue_after_done`` stream may end with one empty chunk its consumer never took.
+
+What the check keeps stays flat in finished requests: a request's streams are judged once it is
+over (it ended and its ranks removed it, `RequestsOver`), and only their violations are kept.
+``finish`` judges what is left, the requests that never got that far (hangs, a run cut short).
+Violations come out in request order, each request's streams by (edge, rank), as if all were
+judged at the end. Which rank sent an item is looked up among the request's own items
+(`_Request.sent_from`): sequence numbers count per producer rank, so two ranks reuse them, and a
+table for the whole run would answer with whichever rank sent the number last.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, rid_order
-from simharness.scenario.model import Scenario
+from simharness.checks.base import RequestsOver, RunContext, Violation, rid_order
+from simharness.placement.layout import Layout
+from simharness.scenario.model import Connection, Scenario
+
+
+class _Request:
+    """What one request's streams left so far: enough to judge them, dropped once judged."""
+
+    __slots__ = ("sent", "chunks", "runs", "sent_from")
+
+    def __init__(self) -> None:
+        #: (edge, rank) -> producer sequence numbers sent there, in order
+        self.sent: dict[tuple[str, int], list[int]] = defaultdict(list)
+        #: (edge, rank) -> chunks its StreamBuffer released, in order
+        self.chunks: dict[tuple[str, int], list[ev.ChunkPopped]] = defaultdict(list)
+        #: (node, rank) -> forwards (a stream consumer's passes)
+        self.runs: dict[tuple[str, int], int] = defaultdict(int)
+        #: producer sequence number -> the rank that sent it
+        self.sent_from: dict[int, int] = {}
 
 
 class StreamsCheck:
@@ -29,41 +55,95 @@ class StreamsCheck:
         if scenario is not None and not scenario.connections:
             # No stream in this layout: nothing to observe.
             self.on_Forward = self.on_ChunkPopped = None  # type: ignore[assignment]
-        #: (rid, edge, rank) -> producer sequence numbers sent there, in order
-        self.sent: dict[tuple[str, str, int], list[int]] = defaultdict(list)
-        self.chunks: dict[tuple[str, str, int], list[ev.ChunkPopped]] = defaultdict(list)
-        #: (rid, node, rank) -> forwards of a stream consumer
-        self.consumer_runs: dict[tuple[str, str, int], int] = defaultdict(int)
-        #: producer sequence number -> the rank that sent it
-        self.sent_from: dict[int, int] = {}
+            self.on_Admitted = self.on_RequestEnded = self.on_Removed = None  # type: ignore[assignment]
+        self._scenario = scenario
+        #: rid -> its streams, until the request is over and judged
+        self.requests: dict[str, _Request] = {}
+        self._over = RequestsOver()
+        #: violations of the requests judged so far, request by request as each was over
+        self.judged: list[Violation] = []
+        #: what judging needs of the scenario: (connection per edge, consumer node per edge)
+        self._routes: tuple[dict[str, Connection], dict[str, str]] | None = None
+
+    def _request(self, rid: str) -> _Request:
+        req = self.requests.get(rid)
+        if req is None:  # its first event (or one after it was judged: judged again at the end)
+            req = self.requests[rid] = _Request()
+        return req
+
+    def on_Admitted(self, e: ev.Admitted) -> None:
+        self._over.admitted(e)
 
     def on_Forward(self, e: ev.Forward) -> None:
+        req = self._request(e.rid)
         for sig, where in e.routes:
             if where.startswith("stream:"):
-                self.sent[(e.rid, sig.name, int(where[7:]))].append(sig.seq)
-                self.sent_from[sig.seq] = e.rank
-        self.consumer_runs[(e.rid, e.node, e.rank)] += 1
+                req.sent[(sig.name, int(where[7:]))].append(sig.seq)
+                req.sent_from[sig.seq] = e.rank
+        req.runs[(e.node, e.rank)] += 1
 
     def on_ChunkPopped(self, e: ev.ChunkPopped) -> None:
-        self.chunks[(e.rid, e.edge, e.rank)].append(e)
+        self._request(e.rid).chunks[(e.edge, e.rank)].append(e)
+
+    def on_RequestEnded(self, e: ev.RequestEnded) -> None:
+        outcome = self._over.ended(e)
+        if outcome is not None:
+            self._judge_over(e.rid, outcome)
+
+    def on_Removed(self, e: ev.Removed) -> None:
+        outcome = self._over.removed(e)
+        if outcome is not None:
+            self._judge_over(e.rid, outcome)
+
+    def _judge_over(self, rid: str, outcome: str) -> None:
+        if self._scenario is None:
+            return  # without the scenario the routes are known only at the end: judged there
+        req = self.requests.pop(rid, None)
+        if req is not None:
+            self.judged.extend(self._judge(rid, req, outcome == "completed", self._routes_of(None)))
+
+    def _routes_of(self, ctx: RunContext | None) -> tuple[dict[str, Connection], dict[str, str]]:
+        if self._routes is None:
+            if ctx is not None:
+                scenario, layout = ctx.scenario, ctx.layout
+            else:
+                assert self._scenario is not None
+                scenario, layout = self._scenario, Layout.build(self._scenario)
+            # an edge's connection: the first (source, edge) that names it, the last connection
+            # given for that pair
+            by_pair = {(c.src, c.edge): c for c in scenario.connections}
+            conns: dict[str, Connection] = {}
+            for (_src, edge), c in by_pair.items():
+                conns.setdefault(edge, c)
+            consumer_node = {edge: node for (_src, edge), (_c, node, _w) in layout.stream_routes.items()}
+            self._routes = conns, consumer_node
+        return self._routes
 
     def finish(self, ctx: RunContext) -> list[Violation]:
-        out = []
-        consumers = {(c.src, c.edge): c for c in ctx.scenario.connections}
-        consumer_node = {edge: node for (src, edge), (_c, node, _w) in _routes(ctx).items()}
-        keys = sorted(set(self.sent) | set(self.chunks), key=lambda k: (rid_order(k[0]), k[1], k[2]))
-        for key in keys:
-            rid, edge, rank = key
-            completed = ctx.outcomes.get(rid) == "completed"
-            sent = self.sent.get(key, [])
-            chunks = self.chunks.get(key, [])
-            conn = next((c for (src, e), c in consumers.items() if e == edge), None)
+        routes = self._routes_of(ctx)
+        out = list(self.judged)
+        for rid, req in self.requests.items():
+            out.extend(self._judge(rid, req, ctx.outcomes.get(rid) == "completed", routes))
+        # Request by request, as if every request were judged now; each request's violations
+        # stay in the order they were found (the sort is stable).
+        out.sort(key=lambda v: rid_order(v.request or ""))
+        return out
+
+    def _judge(self, rid: str, req: _Request, completed: bool,
+               routes: tuple[dict[str, Connection], dict[str, str]]) -> list[Violation]:
+        out: list[Violation] = []
+        conns, consumer_node = routes
+        for key in sorted(set(req.sent) | set(req.chunks)):
+            edge, rank = key
+            sent = req.sent.get(key, [])
+            chunks = req.chunks.get(key, [])
+            conn = conns.get(edge)
             cont = conn is not None and conn.policy.kind == "fixed" and conn.policy.continue_after_done
 
             def flag(msg: str, _key: tuple = key, **details: object) -> None:
-                r_id, e_name, r_rank = _key
+                e_name, r_rank = _key
                 out.append(Violation(self.name, f"stream {e_name!r} to rank {r_rank}: {msg}",
-                                     node=consumer_node.get(e_name), rank=r_rank, request=r_id,
+                                     node=consumer_node.get(e_name), rank=r_rank, request=rid,
                                      details={"edge": e_name, **details}))
 
             for i, ch in enumerate(chunks):
@@ -72,8 +152,8 @@ class StreamsCheck:
                     break
                 want = tuple(sent[ch.start: ch.start + len(ch.items)])
                 if ch.items != want:
-                    ranks = sorted({self.sent_from.get(i, -1) for i in (*ch.items, *want)})
-                    if len(ranks) > 1 and self._each_link_in_order(sent, chunks):
+                    ranks = sorted({req.sent_from.get(i, -1) for i in (*ch.items, *want)})
+                    if len(ranks) > 1 and _each_link_in_order(sent, chunks, req.sent_from):
                         # mstar appends items in the order their messages are handled (and a
                         # rank's own items at once): FIFO per link, nothing across producers.
                         flag(f"chunk {ch.index} holds items {list(ch.items)} where the producers "
@@ -99,27 +179,24 @@ class StreamsCheck:
                          f"never consumed", sent=len(sent))
             node = consumer_node.get(edge)
             if completed and node is not None:
-                runs = self.consumer_runs.get((rid, node, rank), 0)
+                runs = req.runs.get((node, rank), 0)
                 spare = 1 if cont else 0
                 if not (len(chunks) - spare <= runs <= len(chunks)):
                     flag(f"{node} ran {runs} passes for {len(chunks)} chunks released: each chunk is one "
                          f"pass", runs=runs, chunks=len(chunks))
         return out
 
-    def _each_link_in_order(self, sent: list[int], chunks: list[ev.ChunkPopped]) -> bool:
-        """Every producer rank's items first appear in the chunks in the order that rank sent
-        them, none missing before the last one seen: only the interleaving of ranks differs."""
-        # each item once, where it first appears (a sliding window repeats items); a dict keeps
-        # that order and answers "seen already?" at once, where a list would rescan itself
-        seen = list(dict.fromkeys(i for ch in chunks for i in ch.items))
-        if set(seen) - set(sent):
+
+def _each_link_in_order(sent: list[int], chunks: list[ev.ChunkPopped], sent_from: dict[int, Any]) -> bool:
+    """Every producer rank's items first appear in the chunks in the order that rank sent
+    them, none missing before the last one seen: only the interleaving of ranks differs."""
+    # each item once, where it first appears (a sliding window repeats items); a dict keeps
+    # that order and answers "seen already?" at once, where a list would rescan itself
+    seen = list(dict.fromkeys(i for ch in chunks for i in ch.items))
+    if set(seen) - set(sent):
+        return False
+    for rank in {sent_from.get(i) for i in sent}:
+        got = [i for i in seen if sent_from.get(i) == rank]
+        if got != [i for i in sent if sent_from.get(i) == rank][:len(got)]:
             return False
-        for rank in {self.sent_from.get(i) for i in sent}:
-            got = [i for i in seen if self.sent_from.get(i) == rank]
-            if got != [i for i in sent if self.sent_from.get(i) == rank][:len(got)]:
-                return False
-        return True
-
-
-def _routes(ctx: RunContext):
-    return ctx.layout.stream_routes
+    return True

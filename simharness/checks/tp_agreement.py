@@ -7,16 +7,75 @@ For each request and each worker graph that runs on a lockstep instance of sever
 * for each forward, every rank drops the same loop-back edges, finishes the same loops and
   reports the same worker graphs done;
 * only rank 0 emits to the client, streams, or sends outside the instance.
+
+What the check keeps stays flat in finished requests. The batch sequences are compared as the
+batches start (`_Pair`): only the batches one rank ran ahead of the other wait for their match,
+and after the first difference nothing more of that pair is kept. A request's forward effects
+are judged once it is over (it ended and its ranks removed it, `RequestsOver`) and only their
+violations are kept; ``finish`` judges what is left (hangs, a run cut short). A request keeps
+one slot (`RidMap`) for its placement, shared with the requests placed alike, so a stray forward
+after its end is still judged. Violations come out as if all were judged at the end.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, rid_order
-from simharness.ridmap import RidMap
+from simharness.checks.base import RequestsOver, RunContext, Violation, rid_order
+from simharness.placement.layout import Layout
+from simharness.ridmap import RidMap, RidSet
 from simharness.scenario.model import Scenario
+
+#: (node, walk, rids) of one batch
+Batch = tuple[str, str, tuple[str, ...]]
+#: (walk, node, pass, counter, rank) of one forward of a request
+EffectKey = tuple[str, str, int, int | None, int]
+
+
+class _Pair:
+    """Rank 0 of an instance and one other rank: their batches of the instance's nodes,
+    compared in order as they start (batch i of one with batch i of the other)."""
+
+    __slots__ = ("lead", "mine", "n_lead", "n_mine", "rids", "differ")
+
+    def __init__(self) -> None:
+        #: batches of rank 0 that the other rank has not run yet, and the reverse (one of the
+        #: two is empty: lockstep ranks are at most a batch or so apart)
+        self.lead: deque[Batch] = deque()
+        self.mine: deque[Batch] = deque()
+        self.n_lead = 0
+        self.n_mine = 0
+        #: every request of the two ranks' batches (a byte each): a batch count that differs is
+        #: a violation only if all of them completed, which only the end of the run tells
+        self.rids = RidSet()
+        #: (batch number, rank 0's batch, the other's) of the first difference, once found
+        self.differ: tuple[int, Batch, Batch] | None = None
+
+    def add(self, b: Batch, lead: bool) -> None:
+        if self.differ is not None:
+            return  # the first difference is the finding: nothing after it is compared
+        for rid in b[2]:
+            self.rids.add(rid)
+        if lead:
+            self.n_lead += 1
+            if self.mine:
+                self._compare(self.n_lead - 1, b, self.mine.popleft())
+            else:
+                self.lead.append(b)
+        else:
+            self.n_mine += 1
+            if self.lead:
+                self._compare(self.n_mine - 1, self.lead.popleft(), b)
+            else:
+                self.mine.append(b)
+
+    def _compare(self, i: int, a: Batch, b: Batch) -> None:
+        if a != b:
+            self.differ = (i, a, b)
+            self.lead.clear()
+            self.mine.clear()
+            self.rids = RidSet()
 
 
 class TpAgreementCheck:
@@ -26,71 +85,111 @@ class TpAgreementCheck:
         if scenario is not None and all(g.instance_size == 1 for g in scenario.placement.node_groups):
             # No lockstep instance in this layout: nothing to observe.
             self.on_Forward = self.on_BatchStarted = None  # type: ignore[assignment]
+            self.on_Admitted = self.on_RequestEnded = self.on_Removed = None  # type: ignore[assignment]
+            scenario = None
+        #: the layout, to route each batch to the comparisons it joins as it starts; without a
+        #: scenario it is known only at the end (`finish` routes the batches then)
+        self._layout = Layout.build(scenario) if scenario is not None else None
         #: rid -> its placement (a slot per request, the dict shared by requests placed alike)
         self._placement: RidMap[dict[str, tuple[int, ...]]] = RidMap()
         self._placements: dict[tuple, dict[str, tuple[int, ...]]] = {}
-        #: rank -> [(node, walk, rids)] in the order the rank started them
-        self.batches: dict[int, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
-        #: (rid, walk, node, pass, counter, rank) -> (filtered, finished, completed wgs)
-        self.effects: dict[tuple, tuple] = {}
-        self.leaks: list[tuple[ev.Forward, list[str]]] = []
+        #: (worker graph, instance) some request was placed on
+        self._used: set[tuple[str, tuple[int, ...]]] = set()
+        #: instance -> rank other than its rank 0 -> the comparison of their batches
+        self._pairs: dict[tuple[int, ...], dict[int, _Pair]] = {}
+        #: (node, walk, rank) -> the instances whose comparison a batch of it joins
+        self._joins: dict[tuple[str, str, int], list[tuple[int, ...]]] = {}
+        #: rank -> its batches not routed yet (only while the layout is unknown)
+        self._unrouted: dict[int, list[Batch]] = defaultdict(list)
+        #: rid -> (walk, node, pass, counter, rank) -> (filtered, finished, completed wgs),
+        #: until the request is over and judged
+        self.effects: dict[str, dict[EffectKey, tuple]] = {}
+        self._over = RequestsOver()
+        #: violations of the forward effects of the requests judged so far, as each was over
+        self.judged: list[Violation] = []
+        #: violations of followers that sent outside the instance, as they happened
+        self.leaks: list[Violation] = []
 
     def on_Admitted(self, e: ev.Admitted) -> None:
         placement = self._placements.get(e.placement)
         if placement is None:
             placement = self._placements[e.placement] = dict(e.placement)
+            if self._layout is not None:
+                self._use(placement, self._layout)
         self._placement[e.rid] = placement
+        self._over.admitted(e)
+
+    def _use(self, placement: dict[str, tuple[int, ...]], layout: Layout) -> None:
+        """A request was placed so: its lockstep instances' comparisons take its worker
+        graphs' nodes from now on."""
+        for wg_id, ranks in placement.items():
+            if len(ranks) < 2 or (wg_id, ranks) in self._used:
+                continue
+            self._used.add((wg_id, ranks))
+            if ranks not in self._pairs:
+                self._pairs[ranks] = {r: _Pair() for r in ranks[1:]}
+            wg = layout.by_id[wg_id]
+            for n in wg.node_names:
+                for r in ranks:
+                    joins = self._joins.setdefault((n, wg.walk, r), [])
+                    if ranks not in joins:
+                        joins.append(ranks)
 
     def on_BatchStarted(self, e: ev.BatchStarted) -> None:
-        self.batches[e.rank].append((e.node, e.walk, e.rids))
+        b = (e.node, e.walk, e.rids)
+        if self._layout is None:
+            self._unrouted[e.rank].append(b)
+        else:
+            self._route(e.rank, b)
+
+    def _route(self, rank: int, b: Batch) -> None:
+        for ranks in self._joins.get((b[0], b[1], rank), ()):
+            pairs = self._pairs[ranks]
+            if rank == ranks[0]:
+                for pair in pairs.values():
+                    pair.add(b, True)
+            else:
+                pairs[rank].add(b, False)
 
     def on_Forward(self, e: ev.Forward) -> None:
         ranks = self._placement.get(e.rid, {}).get(e.wg, ())
         if len(ranks) < 2:
             return
-        self.effects[(e.rid, e.walk, e.node, e.pass_no, e.counter, e.rank)] = (
+        effects = self.effects.get(e.rid)
+        if effects is None:  # its first forward (or one after it was judged: judged at the end)
+            effects = self.effects[e.rid] = {}
+        effects[(e.walk, e.node, e.pass_no, e.counter, e.rank)] = (
             e.filtered, e.finished_loops, e.completed_wgs)
         if e.rank != ranks[0]:
             bad = [f"{s.name}→{where}" for s, where in e.routes
                    if where in ("client",) or where.startswith("stream:")
                    or (where.startswith("rank:") and int(where[5:]) not in ranks)]
             if bad:
-                self.leaks.append((e, bad))
+                self.leaks.append(Violation(
+                    self.name, f"{e.node} on rank {e.rank}, not rank 0 of its instance, sent "
+                               f"{', '.join(bad)}: only rank 0 emits, streams or sends outside",
+                    walk=e.walk, node=e.node, rank=e.rank, request=e.rid))
 
-    def finish(self, ctx: RunContext) -> list[Violation]:
+    def on_RequestEnded(self, e: ev.RequestEnded) -> None:
+        if self._over.ended(e) is not None:
+            self._judge_over(e.rid)
+
+    def on_Removed(self, e: ev.Removed) -> None:
+        if self._over.removed(e) is not None:
+            self._judge_over(e.rid)
+
+    def _judge_over(self, rid: str) -> None:
+        effects = self.effects.pop(rid, None)
+        if effects is not None:
+            self.judged.extend(self._judge(rid, effects))
+
+    def _judge(self, rid: str, effects: dict[EffectKey, tuple]) -> list[Violation]:
+        """One request's forwards: every rank of the instance did what its lowest rank did."""
         out = []
-        layout = ctx.layout
-        instances: set[tuple[int, ...]] = set()
-        nodes_of: dict[tuple[int, ...], set[tuple[str, str]]] = defaultdict(set)
-        for placement in self._placement.values():
-            for wg_id, ranks in placement.items():
-                if len(ranks) > 1:
-                    instances.add(ranks)
-                    wg = layout.by_id[wg_id]
-                    nodes_of[ranks].update((n, wg.walk) for n in wg.node_names)
-        for ranks in sorted(instances):
-            nodes = nodes_of[ranks]
-            lead = [b for b in self.batches.get(ranks[0], []) if (b[0], b[1]) in nodes]
-            for r in ranks[1:]:
-                mine = [b for b in self.batches.get(r, []) if (b[0], b[1]) in nodes]
-                for i, (a, b) in enumerate(zip(lead, mine, strict=False)):
-                    if a != b:
-                        out.append(Violation(
-                            self.name, f"rank {r} ran batch {i} of its instance {list(ranks)} as "
-                                       f"{b[0]} {list(b[2])} where rank {ranks[0]} ran {a[0]} {list(a[2])}",
-                            node=b[0], rank=r, details={"instance": list(ranks), "batch": i}))
-                        break
-                else:
-                    if len(lead) != len(mine) and all(ctx.outcomes.get(x) == "completed"
-                                                      for b in lead + mine for x in b[2]):
-                        out.append(Violation(
-                            self.name, f"rank {r} ran {len(mine)} batches of its instance {list(ranks)}, "
-                                       f"rank {ranks[0]} ran {len(lead)}",
-                            rank=r, details={"instance": list(ranks)}))
         by_fwd: dict[tuple, dict[int, tuple]] = defaultdict(dict)
-        for (rid, walk, node, p, c, rank), eff in self.effects.items():
-            by_fwd[(rid, walk, node, p, c)][rank] = eff
-        for (rid, walk, node, _p, c), per_rank in sorted(by_fwd.items(), key=lambda kv: rid_order(kv[0][0])):
+        for (walk, node, p, c, rank), eff in effects.items():
+            by_fwd[(walk, node, p, c)][rank] = eff
+        for (walk, node, _p, c), per_rank in by_fwd.items():
             ranks = sorted(per_rank)
             ref = per_rank[ranks[0]]
             for r in ranks[1:]:
@@ -101,8 +200,36 @@ class TpAgreementCheck:
                                    f"and completed {list(got[2])} on rank {r} but {list(ref[0])}, "
                                    f"{list(ref[1])} and {list(ref[2])} on rank {ranks[0]}",
                         walk=walk, node=node, rank=r, request=rid))
-        for e, bad in self.leaks:
-            out.append(Violation(self.name, f"{e.node} on rank {e.rank}, not rank 0 of its instance, sent "
-                                            f"{', '.join(bad)}: only rank 0 emits, streams or sends outside",
-                                 walk=e.walk, node=e.node, rank=e.rank, request=e.rid))
         return out
+
+    def finish(self, ctx: RunContext) -> list[Violation]:
+        if self._unrouted:
+            # No scenario was given: every placement is known now, and so is each batch's place.
+            for placement in self._placements.values():
+                self._use(placement, ctx.layout)
+            for rank, batches in sorted(self._unrouted.items()):
+                for b in batches:
+                    self._route(rank, b)
+            self._unrouted.clear()
+        out = []
+        for ranks in sorted(self._pairs):
+            for r, pair in self._pairs[ranks].items():
+                if pair.differ is not None:
+                    i, a, b = pair.differ
+                    out.append(Violation(
+                        self.name, f"rank {r} ran batch {i} of its instance {list(ranks)} as "
+                                   f"{b[0]} {list(b[2])} where rank {ranks[0]} ran {a[0]} {list(a[2])}",
+                        node=b[0], rank=r, details={"instance": list(ranks), "batch": i}))
+                elif pair.n_lead != pair.n_mine and all(ctx.outcomes.get(x) == "completed"
+                                                        for x in pair.rids):
+                    out.append(Violation(
+                        self.name, f"rank {r} ran {pair.n_mine} batches of its instance {list(ranks)}, "
+                                   f"rank {ranks[0]} ran {pair.n_lead}",
+                        rank=r, details={"instance": list(ranks)}))
+        effects = list(self.judged)
+        for rid, held in self.effects.items():
+            effects.extend(self._judge(rid, held))
+        # Request by request, as if every request were judged now; each request's violations
+        # stay in the order they were found (the sort is stable).
+        effects.sort(key=lambda v: rid_order(v.request or ""))
+        return out + effects + self.leaks

@@ -1,6 +1,7 @@
 """Memory flat in finished requests: a run that keeps no trace digests as it goes, and what the
 checks keep of a finished request is frozen and shared with every request that ran alike, in a
-slot of a `RidMap` (a few bytes), in the runtime, the driver and the checks alike."""
+slot of a `RidMap` (a few bytes), in the runtime, the driver and the checks alike; or, for
+streams and tp_agreement, judged once the request is over and dropped, its violations kept."""
 
 from __future__ import annotations
 
@@ -202,3 +203,75 @@ def test_what_a_check_freezes_at_a_request_end_thaws_to_the_same_verdict(case, r
     plain = _verdict(sc, rep, rep.result.events)
     assert plain == [v.to_json() for v in rep.violations if v.check != "determinism"]
     assert _verdict(sc, rep, _freeze_after_every_forward(rep.result.events)) == plain
+
+
+class _Held:
+    """Watches, after the checks have seen each request end or leave a rank, how many requests
+    the streams and tp_agreement checks still hold state for."""
+
+    def __init__(self, streams: Any, tp: Any) -> None:
+        self.streams, self.tp = streams, tp
+        self.most = 0
+
+    def _look(self, _e: Any) -> None:
+        self.most = max(self.most, len(self.streams.requests), len(self.tp.effects))
+
+    on_RequestEnded = on_Removed = _look
+
+
+@pytest.mark.parametrize("runtime, check", [
+    ("DuplicatesFinalChunk", "streams"),  # two final chunks in every stream of every request
+    ("MissingWorkerGraphsDone", "tp_agreement"),  # the follower's forwards report less than rank 0's
+])
+def test_streams_and_tp_agreement_keep_a_request_only_until_it_is_over(runtime, check):
+    # orpheus_tp2: streams and a TP instance, ten requests, at most four at once. Each request is
+    # judged once it ended and its ranks removed it: the checks then hold only the requests that
+    # run, not every request of the run, and keep each finished request's violations.
+    from simharness.run import judge
+    from tests.helpers import BROKEN
+
+    sc = load_scenario(SCENARIOS / "orpheus_tp2.yaml")
+    checks = builtin_checks(sc)
+    streams = next(c for c in checks if c.name == "streams")
+    tp = next(c for c in checks if c.name == "tp_agreement")
+    held = _Held(streams, tp)
+    guard = next(c for c in checks if c.name == "liveness")
+    sim = Simulation(sc, build_runtime(sc, BROKEN + runtime), observers=[*checks, held],
+                     keep_trace=False, guard=guard, digest=False)
+    result = sim.run()
+    assert len(result.outcomes) == 10
+    assert streams.requests == {} and tp.effects == {}
+    assert 0 < held.most <= 4
+    kept = (streams if check == "streams" else tp).judged
+    assert {v.request for v in kept} == set(result.outcomes)
+    reported = [v for v in judge(checks, sc, result.layout, result.outcomes) if v.check == check]
+    assert sorted(map(id, reported)) == sorted(map(id, kept))
+
+
+def test_tp_agreement_compares_batch_counts_as_the_batches_start():
+    # The follower's last batch is lost from the events: the counts differ, which is a violation
+    # only if every request of those batches completed (one that hung may have left a rank short).
+    from simharness.checks import RunContext
+    from simharness.checks.tp_agreement import TpAgreementCheck
+
+    sc = load_scenario(SCENARIOS / "orpheus_tp2.yaml",
+                       ["workload=[{request: tts, count: 3, concurrency: 2}]"])
+    rep = run_scenario(sc, "mstar-python")
+    events = rep.result.events
+    last = max(i for i, e in enumerate(events) if type(e) is ev.BatchStarted and e.rank == 1)
+    lead = sum(type(e) is ev.BatchStarted and e.rank == 0 and e.node == "LLM" for e in events)
+    shown = events[:last] + events[last + 1:]
+
+    def verdict(outcomes: dict[str, str]) -> list[str]:
+        check = TpAgreementCheck(sc)
+        rec = Recorder([check], keep=False, digest=False)
+        for e in shown:
+            rec.emit(e)
+        # compared as they start: only rank 0's last batch, which the follower never matched, waits
+        assert [(len(p.lead), len(p.mine)) for pairs in check._pairs.values()
+                for p in pairs.values()] == [(1, 0)]
+        return [v.message for v in check.finish(RunContext(sc, rep.result.layout, outcomes))]
+
+    assert verdict(dict(rep.result.outcomes)) == [
+        f"rank 1 ran {lead - 1} batches of its instance [0, 1], rank 0 ran {lead}"]
+    assert verdict({**rep.result.outcomes, events[last].rids[0]: "hung"}) == []

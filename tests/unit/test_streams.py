@@ -65,16 +65,15 @@ def test_fixed_without_continue_gives_one_empty_final_chunk_when_drained_before_
 def test_items_of_two_links_compare_by_first_appearance_per_link():
     # A sliding window repeats items across chunks (and a chunk may repeat one): each item
     # counts once, where it first appears, and each producer rank's items keep its send order.
-    from simharness.checks.streams import StreamsCheck
+    from simharness.checks.streams import _each_link_in_order
     from simharness.events import ChunkPopped
 
-    check = StreamsCheck()
-    check.sent_from = {0: 0, 1: 1, 2: 0, 3: 1}
+    sent_from = {0: 0, 1: 1, 2: 0, 3: 1}
 
     def chunks(*items):
         return [ChunkPopped(0.0, 2, "r0", "tok", i, 0, tuple(c), False, "p") for i, c in enumerate(items)]
 
     interleaved = chunks([1, 0], [0, 1, 3], [3, 3, 2])
-    assert check._each_link_in_order([0, 1, 2, 3], interleaved)
-    assert not check._each_link_in_order([0, 1, 2, 3], chunks([2, 1], [1, 0, 3]))
-    assert not check._each_link_in_order([0, 1], chunks([0, 1, 2]))
+    assert _each_link_in_order([0, 1, 2, 3], interleaved, sent_from)
+    assert not _each_link_in_order([0, 1, 2, 3], chunks([2, 1], [1, 0, 3]), sent_from)
+    assert not _each_link_in_order([0, 1], chunks([0, 1, 2]), sent_from)
