@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 
-PIP_HINT = "pip install 'simharness[real]'  (pyzmq, msgpack, msgspec and torch==2.13.0)"
+PIP_HINT = "pip install 'simharness[real]'  (pyzmq, msgpack and torch==2.13.0)"
 
 
 class MissingDependency(RuntimeError):
@@ -23,10 +23,9 @@ class MissingDependency(RuntimeError):
 
 
 def require(*, torch: bool = True) -> None:
-    """Raise `MissingDependency` naming the pip command when pyzmq, msgpack, msgspec (or torch)
-    is not installed."""
-    missing = [name for name, need in (("zmq", True), ("msgpack", True), ("msgspec", True),
-                                       ("torch", torch))
+    """Raise `MissingDependency` naming the pip command when pyzmq, msgpack (or torch) is not
+    installed. msgspec is a dependency of simharness itself."""
+    missing = [name for name, need in (("zmq", True), ("msgpack", True), ("torch", torch))
                if need and importlib.util.find_spec(name) is None]
     if missing:
         names = " and ".join("pyzmq" if m == "zmq" else m for m in missing)

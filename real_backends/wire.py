@@ -16,12 +16,14 @@ its index there.
 concrete type annotation (the runtime's messages, most control messages) is encoded and decoded
 by msgspec, in C, from its dataclass or named-tuple definition: no Python call per object, and
 the annotations bring tuples back as tuples. Decoding validates every field against its
-annotation, so a malformed frame is refused with the path of the offending field. The one
-custom type inside is `Signal`, a plain slotted class: it travels as the array of its slots,
-plus a payload reference ``[frame index, dtype, shape]`` when the sender's
-``payload_of(signal)`` hook gives it a tensor; the receiver's ``on_payload(signal, payload)``
-hook gets that back. This is how a routed edge and its tensor travel together. This is the path
-of every message on the hot path; its profile is in docs/performance.md.
+annotation, so a malformed frame is refused with the path of the offending field. A `Signal`
+inside is a msgspec array-like Struct, so it travels as the array of its fields with no hook.
+When the sender's ``payload_of(signal)`` hook gives signals tensors, the body is the pair
+``[message, payload references]``, one reference ``[signal ordinal, frame index, dtype, shape]``
+per tensor, where the ordinal counts the message's signals in field order; the receiver's
+``on_payload(signal, payload)`` hook gets each back with its signal. This is how a routed edge
+and its tensor travel together. This is the path of every message on the hot path; its profile
+is in docs/performance.md.
 
 **Tagged bodies** (the byte is msgpack's nil, 0xc0). Anything else (a field typed ``Any``, such
 as a batch of trace events, or a union of two classes, such as a process's final state) is
@@ -30,18 +32,17 @@ array whose first item is a tag, an empty msgpack extension record (``msgpack.Ex
 plain value decodes to. msgpack packs the items of a tagged array itself, calling back here for
 the objects among them, and calls back once per array when decoding:
 
-* slotted classes (every slot, across the class hierarchy), dataclasses (their init fields) and
-  named tuples (their fields) become ``[OBJECT, code, field values...]``, with the registry code,
-  or ``module:qualname`` for a class outside it (loaded only from the `ALLOWED_PREFIXES`
-  packages). Objects are encoded generically by introspection, so message types added later
+* slotted classes (every slot, across the class hierarchy), dataclasses (their init fields),
+  msgspec Structs and named tuples (their fields) become ``[OBJECT, code, field values...]``,
+  with the registry code, or ``module:qualname`` for a class outside it (loaded only from the
+  `ALLOWED_PREFIXES` packages). Objects are encoded generically by introspection, so message types added later
   need no change here;
 * a `Signal` is ``[SIGNAL, field values..., payload reference or None]``;
 * a `Payload` (or a torch tensor) anywhere in a message becomes ``[PAYLOAD, frame index, dtype,
   shape]``;
 * tuples, sets and frozensets are tagged (``TUPLE``, ``SET``, ``FROZENSET``) so that they come
   back as what they were (msgpack has one array type); sets travel sorted, so equal messages
-  encode to equal bytes. A subclass of tuple other than a named tuple comes back as the plain
-  tuple it is equal to.
+  encode to equal bytes.
 
 A `Payload` is a buffer (any object with the buffer protocol) plus the dtype name and shape of
 the tensor it holds; `real_backends.tensors` turns payloads into torch tensors and back. This
@@ -53,7 +54,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -125,6 +125,8 @@ def _fields_of(cls: type) -> tuple[str, ...] | None:
     """The fields that define an instance of `cls`, or None when it is not encodable."""
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return tuple(cls._fields)
+    if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
+        return tuple(cls.__struct_fields__)
     if dataclasses.is_dataclass(cls):
         return tuple(f.name for f in dataclasses.fields(cls) if f.init)
     slots: list[str] = []
@@ -147,13 +149,10 @@ _PLAIN_TYPES = (msgspec.inspect.NoneType, msgspec.inspect.BoolType, msgspec.insp
 
 def _concrete(t: Any, seen: set[type]) -> bool:
     """Whether msgspec can encode and decode values of type node `t` (from
-    `msgspec.inspect.type_info`) with no Python object other than a `Signal` inside: no ``Any``,
-    no class msgspec does not know."""
+    `msgspec.inspect.type_info`) by itself: no ``Any``, no class msgspec does not know."""
     mi = msgspec.inspect
     if isinstance(t, _PLAIN_TYPES):
         return True
-    if isinstance(t, mi.CustomType):
-        return t.cls is Signal
     if isinstance(t, mi.ListType | mi.VarTupleType | mi.SetType | mi.FrozenSetType):
         return _concrete(t.item_type, seen)
     if isinstance(t, mi.TupleType):
@@ -162,7 +161,7 @@ def _concrete(t: Any, seen: set[type]) -> bool:
         return _concrete(t.key_type, seen) and _concrete(t.value_type, seen)
     if isinstance(t, mi.UnionType):
         return all(_concrete(x, seen) for x in t.types)
-    if isinstance(t, mi.DataclassType | mi.NamedTupleType):
+    if isinstance(t, mi.DataclassType | mi.NamedTupleType | mi.StructType):
         if t.cls in seen:
             return True
         seen.add(t.cls)
@@ -212,7 +211,8 @@ class _ClassCodec:
         src = [f"def values(o):\n    return ({getters})\n"]
         if issubclass(cls, tuple):
             src.append("def build(v):\n    return cls._make(v)\n")
-        elif dataclasses.is_dataclass(cls) and "__slots__" not in cls.__dict__:
+        elif issubclass(cls, msgspec.Struct) or (dataclasses.is_dataclass(cls)
+                                                 and "__slots__" not in cls.__dict__):
             args = "".join(f"{f}=v[{i}], " for i, f in enumerate(names))
             src.append(f"def build(v):\n    return cls({args})\n")
         elif getattr(cls, "__setattr__", object.__setattr__) is object.__setattr__:
@@ -242,13 +242,14 @@ class Codec:
         self._typed_code: dict[type, int | None] = {}
         #: class code -> msgspec decoder of that class (built on first use)
         self._decoders: dict[int, Any] = {}
-        self._enc_hook, self._dec_hook = self._make_signal_hooks()
+        #: class code -> msgspec decoder of ``[message, payload references]`` (built on first use)
+        self._pair_decoders: dict[int, Any] = {}
+        #: typed class -> its fields that hold signals: (name, holds a list of them)
+        self._signal_fields: dict[type, tuple[tuple[str, bool], ...]] = {}
         #: code -> the metadata frame's head for a typed body without payload frames
         self._heads = [bytes((0, code)) for code in range(MAX_TYPED_CODE + 1)]
-        self._encoder = msgspec.msgpack.Encoder(enc_hook=self._enc_hook)
-        # Without a payload hook a signal is the tuple of its slots, which a C attrgetter builds:
-        # no Python frame per signal.
-        self._plain_encoder = msgspec.msgpack.Encoder(enc_hook=operator.attrgetter(*self._signal.fields))
+        # No hooks: a typed body holds nothing msgspec does not encode itself (`_typed`).
+        self._encoder = msgspec.msgpack.Encoder()
         # The message being encoded: its payload frames and the sender's payload hook. Set for
         # the length of one `encode` call (msgpack calls `_default` with the object alone).
         self._frames: list[Any] = []
@@ -288,17 +289,18 @@ class Codec:
         code = self._typed_code.get(type(msg), -1)
         if code == -1:
             code = self.typed_code(type(msg))
-        if payload_of is None and code is not None:
+        if code is not None and (payload_of is None or not self._signals_of(type(msg))):
             # The common control message: a typed body with no payload frame to collect.
             try:
-                return [self._heads[code] + self._plain_encoder.encode(msg)]
-            except Exception as exc:  # msgspec's EncodeError, TypeError from a hook
+                return [self._heads[code] + self._encoder.encode(msg)]
+            except Exception as exc:  # msgspec's EncodeError, TypeError
                 raise WireError(f"cannot encode a {type(msg).__name__}: {exc}") from None
         frames: list[Any] = [b""]
         self._frames, self._payload_of = frames, payload_of
         try:
             if code is not None:
-                body = self._encoder.encode(msg)
+                refs = self._payload_refs(msg, payload_of)
+                body = self._encoder.encode((msg, refs) if refs else msg)
             else:
                 body = self._packer.pack(msg)
                 code = TAGGED
@@ -312,6 +314,46 @@ class Codec:
         n = len(frames) - 1
         frames[0] = (bytes((n, code)) if n < 0x80 else msgpack.packb(n) + bytes((code,))) + body
         return frames
+
+    def _signals_of(self, cls: type) -> tuple[tuple[str, bool], ...]:
+        """The fields of typed class `cls` that hold a `Signal` or a list of them, in order."""
+        try:
+            return self._signal_fields[cls]
+        except KeyError:
+            pass
+        mi = msgspec.inspect
+        found = []
+        for f in getattr(msgspec.inspect.type_info(cls), "fields", ()):
+            t = f.type
+            if isinstance(t, mi.StructType) and t.cls is Signal:
+                found.append((f.name, False))
+            elif isinstance(t, mi.ListType) and isinstance(t.item_type, mi.StructType) \
+                    and t.item_type.cls is Signal:
+                found.append((f.name, True))
+        fields = self._signal_fields[cls] = tuple(found)
+        return fields
+
+    def _signals_in(self, msg: Any) -> list[Signal]:
+        """The signals of a typed message, in field order: what payload ordinals count."""
+        out: list[Signal] = []
+        for name, many in self._signals_of(type(msg)):
+            v = getattr(msg, name)
+            if many:
+                out.extend(v)
+            elif v is not None:
+                out.append(v)
+        return out
+
+    def _payload_refs(self, msg: Any, payload_of: PayloadOf) -> list[list[Any]]:
+        """``[signal ordinal, frame index, dtype, shape]`` for every signal of `msg` the sender's
+        hook gives a tensor, appending the tensors as payload frames."""
+        refs = []
+        for i, sig in enumerate(self._signals_in(msg)):
+            if sig.nbytes:
+                p = payload_of(sig)
+                if p is not None:
+                    refs.append([i, *self._frame_ref(p)])
+        return refs
 
     def _default(self, v: Any) -> list[Any]:
         """msgpack's hook for every value it cannot pack itself: a tagged array, whose items
@@ -333,10 +375,6 @@ class Codec:
             return self._payload_ref(v)
         if t is set or t is frozenset:
             return [_SET_TAG if t is set else _FROZENSET_TAG, *_sorted(v)]
-        if isinstance(v, tuple) and not hasattr(t, "_fields"):
-            # A tuple subclass that only changes how it prints or caches (events.SharedPairs)
-            # travels as the tuple it is equal to.
-            return [_TUPLE_TAG, *v]
         cc = self._register(t)
         return [_OBJECT_TAG, cc.code, *cc.values(v)]
 
@@ -344,7 +382,7 @@ class Codec:
         fields = _fields_of(cls)
         if fields is None or not cls.__module__.startswith(ALLOWED_PREFIXES):
             raise WireError(f"cannot send a {cls.__module__}.{cls.__qualname__}: only plain data, "
-                            f"slotted classes, dataclasses and named tuples of "
+                            f"slotted classes, dataclasses, msgspec Structs and named tuples of "
                             f"{' / '.join(ALLOWED_PREFIXES)} travel")
         return self._add(cls, f"{cls.__module__}:{cls.__qualname__}")
 
@@ -401,6 +439,10 @@ class Codec:
             self._in_frames, self._on_payload = payload_frames, on_payload
         try:
             if kind <= MAX_TYPED_CODE:
+                if stateful:  # payload frames follow: the body is [message, payload references]
+                    msg, refs = (self._pair_decoders.get(kind) or self._pair_decoder(kind)).decode(body)
+                    self._attach(msg, refs)
+                    return msg
                 dec = self._decoders.get(kind) or self._decoder(kind)
                 return dec.decode(body)
             if kind == TAGGED:
@@ -421,42 +463,26 @@ class Codec:
         """The msgspec decoder of the class with typed code `code`."""
         if code >= len(self.classes) or self.typed_code(self.classes[code]) != code:
             raise WireError(f"unknown class code {code!r} for a typed body")
-        dec = self._decoders[code] = msgspec.msgpack.Decoder(self.classes[code],
-                                                             dec_hook=self._dec_hook)
+        dec = self._decoders[code] = msgspec.msgpack.Decoder(self.classes[code])
         return dec
 
-    def _make_signal_hooks(self) -> tuple[Callable[[Any], Any], Callable[[type, Any], Any]]:
-        """msgspec's hooks for the one custom type of a typed body. A signal becomes the array of
-        its slots, plus its payload reference when the sender's hook gives it one; the decoding
-        hook rebuilds it and hands the payload to the receiver's hook. Closures over locals:
-        they run once per signal of every message."""
-        values, build = self._signal.values, self._signal.build
-        n = len(self._signal.fields)
+    def _pair_decoder(self, code: int) -> Any:
+        """The msgspec decoder of ``[message, payload references]`` for typed code `code`."""
+        cls = self._decoder(code).type
+        dec = self._pair_decoders[code] = msgspec.msgpack.Decoder(
+            tuple[cls, list[tuple[int, int, str, list[int]]]])  # type: ignore[valid-type]
+        return dec
 
-        def enc_hook(v: Any) -> Any:
-            if type(v) is not Signal:
-                raise NotImplementedError(f"a {type(v).__name__} in a typed message")
-            payload_of = self._payload_of
-            if payload_of is not None and v.nbytes:
-                p = payload_of(v)
-                if p is not None:
-                    return (*values(v), self._frame_ref(p))
-            return values(v)
-
-        def dec_hook(cls: type, v: Any) -> Any:
-            if cls is Signal and type(v) is list:
-                k = len(v)
-                if k == n:
-                    return build(v)
-                if k == n + 1:
-                    sig = build(v)  # reads the first n items
-                    p = self._payload_at(v[n])
-                    if self._on_payload is not None:
-                        self._on_payload(sig, p)
-                    return sig
-            raise WireError(f"a malformed {cls.__name__} record")
-
-        return enc_hook, dec_hook
+    def _attach(self, msg: Any, refs: list[tuple[int, int, str, list[int]]]) -> None:
+        """Hand the receiver's hook each payload with the signal its reference names."""
+        signals = self._signals_in(msg)
+        for ordinal, index, dtype, shape in refs:
+            if not 0 <= ordinal < len(signals):
+                raise WireError(f"a payload reference to signal {ordinal} of a "
+                                f"{type(msg).__name__} with {len(signals)}")
+            p = self._payload_at([index, dtype, shape])
+            if self._on_payload is not None:
+                self._on_payload(signals[ordinal], p)
 
     def _payload_at(self, ref: Any) -> Payload:
         """The payload a ``[frame index, dtype, shape]`` reference names."""

@@ -5,8 +5,9 @@ and report reads them. Fields are primitives and tuples of primitives, so a trac
 JSON lines and hashes to a stable digest. Time `t` is simulated seconds.
 
 Signals inside events are the `Signal` objects the runtime routed. A signal is never changed
-after it is produced, so an event can hold it; its repr is a compact identity (name, destination,
-producing rank, sequence number) and that is what the digest hashes.
+after it is produced, so an event can hold it; the digest hashes every field of it (see
+`simharness.trace`), and its repr is a compact identity (name, destination, producing rank,
+sequence number) for people.
 """
 
 from __future__ import annotations
@@ -17,24 +18,6 @@ from simharness.runtime.signals import Signal
 
 #: kept for readability in annotations: a signal as recorded in an event
 SignalRef = Signal
-
-
-class SharedPairs(tuple):
-    """A tuple of (signal, node) pairs that many events hold the same copy of (a loop's dropped
-    loop-back pairs: every copy of a wide loop drops the whole set when it ends).
-
-    It is a tuple in every respect, and prints exactly as one; it only renders that text once,
-    so a trace that records a set of n pairs at each of n loop copies costs n renderings of its
-    digest text, not n squared."""
-
-    def __repr__(self) -> str:
-        text = self.__dict__.get("text")
-        if text is None:
-            text = self.__dict__["text"] = tuple.__repr__(self)
-        return text
-
-    def __reduce__(self):  # pickles (and copies) as the plain tuple it is
-        return (SharedPairs, (tuple(self),))
 
 
 class Submitted(NamedTuple):

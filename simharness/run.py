@@ -23,7 +23,7 @@ from simharness.engine.simulation import SimResult, Simulation
 from simharness.errors import ScenarioError, UsageError
 from simharness.runtime import registry
 from simharness.scenario.model import Scenario
-from simharness.trace import canonical
+from simharness.trace import canonical, event_bytes
 
 
 @dataclass
@@ -120,14 +120,23 @@ def run_scenario(
             violations.append(Violation(
                 "determinism",
                 f"the same scenario and seed gave two trace digests ({digest[:19]}... and "
-                f"{second[:19]}...); first difference at event {first_diff}",
+                f"{second[:19]}...); first difference at event {first_diff}: "
+                f"{_shown(a, first_diff)} vs {_shown(b, first_diff)}",
                 details={"first_difference": first_diff}))
     return report
+
+
+def _shown(events: list[Any], i: int) -> str:
+    """Event `i` as one line of text, shortened, or that the run had ended by then."""
+    if i >= len(events):
+        return "(no event: the run had ended)"
+    text = canonical(events[i])
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _first_difference(a: list[Any], b: list[Any]) -> int:
     # Compare what the digest hashes: events hold signals, which compare by identity.
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if canonical(x) != canonical(y):
+        if event_bytes(x) != event_bytes(y):
             return i
     return min(len(a), len(b))

@@ -13,7 +13,7 @@ corpus:
   example: 3                     # ... and the example's index in that campaign
   nodes: 2
   ranks: 2
-  trace_digest: sha256:...       # what replay must reproduce exactly
+  trace_digest: v2-sha256:...    # what replay must reproduce exactly (scheme: simharness.trace)
   note: ...                      # why it fails: a real gap in the runtime, or a model error fixed
 ```
 
@@ -21,7 +21,9 @@ The block has one reader, the loader's `parse_corpus` (a `CorpusMeta`, kept as
 `Scenario.corpus`); the cases here are read through it too. `replay` runs a case under its
 runtime and compares: the signature (an ``open`` case that now passes says so: mark it
 ``fixed``), then the trace digest (a different digest with the same failure means the simulator
-changed since the case was recorded: ``--update`` records it anew).
+changed since the case was recorded: ``--update`` records it anew, rewriting that one value and
+nothing else of the file). A digest recorded under an older digest scheme is named as such, not
+as a changed trace.
 The corpus is deduplicated by (runtime, signature): a campaign that finds a known failure
 reports the existing case instead of writing another one.
 """
@@ -29,6 +31,7 @@ reports the existing case instead of writing another one.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,7 @@ from simharness.run import RunReport, run_scenario, simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
 from simharness.scenario.model import CorpusMeta, Scenario
 from simharness.scenario.sections import parse_corpus
+from simharness.trace import DIGEST_SCHEME, digest_scheme
 
 DEFAULT_DIR = Path("scenarios") / "corpus"
 
@@ -187,16 +191,38 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
     if ok and recorded and recorded != digest:
         if update:
             message += "; trace digest updated"
+            _record_digest(p, sc, digest)
+        elif digest_scheme(str(recorded)) != DIGEST_SCHEME:
+            ok = False
+            message += (f"; its trace digest was recorded under another digest scheme "
+                        f"({digest_scheme(str(recorded)) or 'unnamed'}; this simharness makes "
+                        f"{DIGEST_SCHEME}): simharness replay --update records it in this one")
         else:
             ok = False
             message += (f"; but the trace differs from the recorded one ({recorded[:19]}... vs "
                         f"{digest[:19]}...): the simulator changed since it was recorded "
                         f"(simharness replay --update records the new trace)")
-    if update and ok:
-        raw = copy.deepcopy(dict(sc.raw))  # the file as read: the scenario keeps its own
-        raw["corpus"]["trace_digest"] = digest
-        _dump(p, raw)
+    elif ok and update and not recorded:
+        _record_digest(p, sc, digest)
     return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run)
+
+
+#: the one line of a corpus file that `--update` rewrites: the corpus block's trace digest
+_DIGEST_LINE = re.compile(r"^(  trace_digest: *)(\S*)[ \t]*$", re.MULTILINE)
+
+
+def _record_digest(path: Path, sc: Scenario, digest: str) -> None:
+    """Write `digest` as the case's trace digest, changing nothing else of the file: its
+    comments, order and layout are what a person may have written. A file where that one line
+    cannot be found unambiguously is written anew from what was read."""
+    text = path.read_text(encoding="utf-8")
+    lines = _DIGEST_LINE.findall(text)
+    if len(lines) == 1:
+        write_text(path, _DIGEST_LINE.sub(lambda m: m.group(1) + digest, text))
+        return
+    raw = copy.deepcopy(dict(sc.raw))  # the file as read: the scenario keeps its own
+    raw["corpus"]["trace_digest"] = digest
+    _dump(path, raw)
 
 
 __all__ = ["DEFAULT_DIR", "Case", "Replay", "cases", "execute", "find_case", "replay", "write_case"]

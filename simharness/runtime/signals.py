@@ -5,11 +5,16 @@ its name and destination, its payload size, and its provenance (the producing no
 pass and loop counter, or the conductor at a walk's start). Provenance is what lets a check say
 "the extra pass's ``v_cfg_text`` is sitting in combine_cfg's slot on rank 0".
 
-Signals are plain slotted objects, not dataclasses: the simulator creates one per output edge per
-forward, so construction cost matters.
+Signals are msgspec Structs, not dataclasses: the simulator creates one per output edge per
+forward, and a Struct is built in C. They are array-like, so msgspec encodes one as the array of
+its fields in the order below: the trace digest (`simharness.trace`) and the zmq wire
+(`real_backends.wire`) both encode signals that way, with no Python call per signal. They
+compare by identity (``eq=False``): two copies of one edge are two signals.
 """
 
 from __future__ import annotations
+
+import msgspec
 
 #: Where a signal came from.
 ORIGIN_NODE = "node"
@@ -18,46 +23,25 @@ ORIGIN_LOOP_OUTPUT = "loop_output"
 ORIGIN_STREAM = "stream"
 
 
-class Signal:
-    __slots__ = (
-        "name", "dest", "persist", "new_token", "nbytes", "src", "src_rank", "walk", "pass_no",
-        "counter", "origin", "seq", "stream",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        dest: str,
-        persist: bool,
-        new_token: bool,
-        nbytes: int,
-        src: str,
-        src_rank: int,
-        walk: str,
-        pass_no: int,
-        counter: int | None,
-        origin: str,
-        seq: int,
-        stream: bool = False,
-    ) -> None:
-        self.name = name
-        self.dest = dest
-        self.persist = persist
-        self.new_token = new_token
-        self.nbytes = nbytes
-        #: producing node, or ``conductor`` for walk-start inputs
-        self.src = src
-        #: producing rank, or -1 for the conductor
-        self.src_rank = src_rank
-        self.walk = walk
-        self.pass_no = pass_no
-        #: the producer's innermost loop counter when it ran (None outside loops)
-        self.counter = counter
-        self.origin = origin
-        #: unique per producer, in production order: a stable identity for traces
-        self.seq = seq
-        #: a streaming edge: it goes to the consumer's StreamBuffer, not into a slot
-        self.stream = stream
+class Signal(msgspec.Struct, eq=False, array_like=True, forbid_unknown_fields=True):
+    name: str
+    dest: str
+    persist: bool
+    new_token: bool
+    nbytes: int
+    #: producing node, or ``conductor`` for walk-start inputs
+    src: str
+    #: producing rank, or -1 for the conductor
+    src_rank: int
+    walk: str
+    pass_no: int
+    #: the producer's innermost loop counter when it ran (None outside loops)
+    counter: int | None
+    origin: str
+    #: unique per producer, in production order: a stable identity for traces
+    seq: int
+    #: a streaming edge: it goes to the consumer's StreamBuffer, not into a slot
+    stream: bool = False
 
     @property
     def pair(self) -> tuple[str, str]:

@@ -53,17 +53,21 @@ class ChunkPolicy:
 class ChunkSignal(Signal):
     """A chunk popped from a StreamBuffer, ingested into the consumer as its stream input."""
 
-    __slots__ = ("index", "start", "items", "final")
+    #: the chunk's number in its stream, from 0
+    index: int = 0
+    #: the stream position of its first item
+    start: int = 0
+    items: tuple[Signal, ...] = ()
+    #: the producer is done and this is the stream's last chunk
+    final: bool = False
 
-    def __init__(self, base: Signal, index: int, start: int, items: tuple[Signal, ...], final: bool,
-                 seq: int) -> None:
-        super().__init__(base.name, base.dest, False, False, sum(s.nbytes for s in items),
-                         base.src, base.src_rank, base.walk, base.pass_no, base.counter,
-                         ORIGIN_STREAM, seq)
-        self.index = index
-        self.start = start
-        self.items = items
-        self.final = final
+    @classmethod
+    def of(cls, base: Signal, index: int, start: int, items: tuple[Signal, ...], final: bool,
+           seq: int) -> ChunkSignal:
+        """The chunk of `items` that `base` (its first item, or the stream's first) stands for."""
+        return cls(base.name, base.dest, False, False, sum(s.nbytes for s in items), base.src,
+                   base.src_rank, base.walk, base.pass_no, base.counter, ORIGIN_STREAM, seq,
+                   False, index, start, items, final)
 
     def describe(self) -> str:
         fin = ", final" if self.final else ""
@@ -120,7 +124,7 @@ class StreamBuffer:
         base = items[0] if items else (self._first or Signal(self.edge, self.consumer, False, False, 0,
                                                               self.src_partition, -1, "", 0, None,
                                                               ORIGIN_STREAM, 0))
-        chunk = ChunkSignal(base, self.popped, start, items, final, seq)
+        chunk = ChunkSignal.of(base, self.popped, start, items, final, seq)
         chunk.dest = self.consumer
         self.popped += 1
         return chunk

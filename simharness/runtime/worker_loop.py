@@ -71,12 +71,12 @@ from simharness.runtime.worker_parts import (
 
 
 @lru_cache(maxsize=256)
-def in_order(pairs: frozenset[tuple[str, str]]) -> ev.SharedPairs:
+def in_order(pairs: frozenset[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     """A finishing loop's dropped pairs, sorted for the trace. Every copy of a loop drops the
     same set (placement gives each copy the one frozenset of the loop as written), so a set is
-    sorted, and printed (see `SharedPairs`), once per run however many copies end: a wide loop
-    drops one pair per branch at each of its copies."""
-    return ev.SharedPairs(sorted(pairs))
+    sorted once per run however many copies end: a wide loop drops one pair per branch at each
+    of its copies."""
+    return tuple(sorted(pairs))
 
 
 class WorkerLoop:

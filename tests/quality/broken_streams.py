@@ -73,7 +73,7 @@ class _ChunkAfterFinal(StreamBuffer):
             return super().pop(seq)
         # One more, non-final, empty chunk after the final one.
         self._extra = True
-        chunk = ChunkSignal(self._first, self.popped, self.consumed, (), False, seq)
+        chunk = ChunkSignal.of(self._first, self.popped, self.consumed, (), False, seq)
         chunk.dest = self.consumer
         self.popped += 1
         return chunk

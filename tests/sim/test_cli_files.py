@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 
 import pytest
-import yaml
 
 from simharness.cli import main
 from simharness.report.writer import REPORT_MARKER
@@ -125,13 +125,29 @@ def test_a_corpus_case_whose_runtime_cannot_run_says_why(scenarios_dir, tmp_path
 def test_replay_update_records_the_new_digest_and_keeps_the_rest(scenarios_dir, tmp_path, capsys):
     src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
     case = tmp_path / "case.yaml"
-    case.write_text(src.read_text().replace("trace_digest: sha256:", "trace_digest: sha256:0", 1))
+    # a comment of the user's and the layout of the file survive the update, byte for byte
+    original = "# kept by the user\n" + src.read_text()
+    case.write_text(original.replace("trace_digest: v2-sha256:", "trace_digest: v2-sha256:0", 1))
     assert main(["replay", str(case)]) == 1
     assert "the trace differs from the recorded one" in capsys.readouterr().out
     assert main(["replay", str(case), "--update"]) == 0
     assert "trace digest updated" in capsys.readouterr().out
-    assert yaml.safe_load(case.read_text()) == yaml.safe_load(src.read_text())
+    assert case.read_text() == original
     assert main(["replay", str(case)]) == 0
+
+
+def test_replay_names_a_digest_of_another_scheme(scenarios_dir, tmp_path, capsys):
+    """A case recorded before the digest scheme changed is not reported as a changed trace."""
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    case = tmp_path / "case.yaml"
+    text = re.sub(r"trace_digest: \S+", "trace_digest: sha256:" + "0" * 64, src.read_text())
+    case.write_text(text)
+    assert main(["replay", str(case)]) == 1
+    out = capsys.readouterr().out
+    assert "recorded under another digest scheme (sha256; this simharness makes v2-sha256)" in out
+    assert "the simulator changed" not in out
+    assert main(["replay", str(case), "--update"]) == 0
+    assert case.read_text() == src.read_text()
 
 
 def test_a_failed_corpus_write_keeps_the_case(scenarios_dir, tmp_path, monkeypatch, capsys):
@@ -141,7 +157,7 @@ def test_a_failed_corpus_write_keeps_the_case(scenarios_dir, tmp_path, monkeypat
     case = tmp_path / "case.yaml"
     shutil.copy(scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml", case)
     before = case.read_text()
-    text = before.replace("trace_digest: sha256:", "trace_digest: sha256:0", 1)
+    text = before.replace("trace_digest: v2-sha256:", "trace_digest: v2-sha256:0", 1)
     case.write_text(text)
 
     def full(path, data):

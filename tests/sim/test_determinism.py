@@ -1,5 +1,7 @@
 """Same scenario and seed, same trace digest; the seed is the only source of randomness."""
 
+import msgspec
+
 from simharness.run import run_scenario
 from simharness.scenario import load_scenario
 from tests.helpers import build, node, raw_scenario
@@ -40,7 +42,7 @@ def test_the_seed_drives_replica_choice():
     assert placements[0] != placements[1]
 
 
-def test_the_first_difference_is_the_first_event_whose_text_differs(scenarios_dir):
+def test_the_first_difference_is_the_first_event_whose_encoding_differs(scenarios_dir):
     # Events carry signals, which compare by identity: two equal runs must still match
     # event for event, and a changed event must be found where it is.
     from simharness.run import _first_difference, simulate
@@ -52,3 +54,17 @@ def test_the_first_difference_is_the_first_event_whose_text_differs(scenarios_di
     changed = list(b.events)
     changed[40] = changed[40]._replace(t=changed[40].t + 1.0)
     assert _first_difference(a.events, changed) == 40
+    # a field of a signal inside an event that its text (its identity) does not show
+    i = next(i for i, e in enumerate(a.events) if type(e).__name__ == "Delivered")
+    sig, wg, how = a.events[i].outcomes[0]
+    other = msgspec.structs.replace(sig, nbytes=sig.nbytes + 1)
+    changed = list(b.events)
+    changed[i] = changed[i]._replace(outcomes=((other, wg, how), *changed[i].outcomes[1:]))
+    assert _first_difference(a.events, changed) == i
+
+
+def test_a_determinism_failure_shows_the_first_events_that_differ(bagel):
+    rep = run_scenario(bagel, "tests.quality.broken:UnseededOrder", check_determinism=True)
+    v = next(v for v in rep.violations if v.check == "determinism")
+    i = v.details["first_difference"]
+    assert f"first difference at event {i}: " in v.message and " vs " in v.message

@@ -32,7 +32,7 @@ def test_a_clean_matrix_passes_with_one_row_per_scenario_and_runtime(capsys):
     rows = got["rows"]
     assert [(r["runtime"], r["runs"], r["pass"]) for r in rows] == [("mstar-python", 3, 3),
                                                                    ("mstar-rust", 3, 3)]
-    assert all(c["trace_digest"].startswith("sha256:") and c["requests"]["completed"] == 1
+    assert all(c["trace_digest"].startswith("v2-sha256:") and c["requests"]["completed"] == 1
                for c in got["cells"])
     # the two runtimes agree on bagel_cfg, so their runs are the same traces
     assert rows[0]["sweep_digest"] == rows[1]["sweep_digest"]
@@ -61,7 +61,7 @@ def test_an_unexpected_failure_is_exit_1_and_a_baseline_expects_it(capsys, tmp_p
 def test_strict_fails_on_a_changed_trace_digest(capsys, tmp_path):
     args = (BAGEL, "--set", ONE, "--seeds", "3", "--runtime", "mstar-python")
     _, got = _sweep(capsys, *args)
-    got["cells"][0]["trace_digest"] = "sha256:" + "0" * 64
+    got["cells"][0]["trace_digest"] = "v2-sha256:" + "0" * 64
     base = tmp_path / "base.json"
     base.write_text(json.dumps(got))
     code, lax = _sweep(capsys, *args, "--baseline", str(base))
