@@ -6,56 +6,55 @@ what comes back: the `Send`s, the trace events (in the order they happened), the
 ended, and for the worker loop the batch it chose and the completions a finished batch made.
 Nothing here reads a clock or does I/O.
 
-Stimuli are frozen keyword-built dataclasses; a message that arrived is `Arrived`.
+Stimuli are frozen keyword-built msgspec Structs (built in C: a driver makes several per forward);
+a message that arrived is `Arrived`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from simharness.runtime.messages import Send
 
-_stimulus = dataclass(frozen=True, kw_only=True, slots=True)
+
+class _Stimulus(msgspec.Struct, frozen=True, kw_only=True, eq=False):
+    """Base of every stimulus."""
 
 
-@_stimulus
-class Arrived:
+class Arrived(_Stimulus):
     """A message arrived (any endpoint)."""
 
     msg: Any
 
 
-@_stimulus
-class Choose:
+class Choose(_Stimulus):
     """Worker loop: pick the next batch (and send what choosing it needs: KV pulls, SCHEDULE_TP)."""
 
 
-@_stimulus
-class Started:
+class Started(_Stimulus):
     """Worker loop: the chosen batch begins; it will take `duration`."""
 
     batch: Any
     duration: float
 
 
-@_stimulus
-class Finished:
+class Finished(_Stimulus):
     """Worker loop: the batch has executed; postprocess it."""
 
     batch: Any
 
 
-@_stimulus
-class Submit:
+class Submit(_Stimulus):
     """Conductor: a client submits request `rid` of kind `kind`."""
 
     rid: str
     kind: str
 
 
-@_stimulus
-class Abort:
+class Abort(_Stimulus):
     """Conductor: the API server gives up on `rid` (hung, timeout, runaway)."""
 
     rid: str
@@ -66,8 +65,7 @@ class Abort:
 CHOOSE = Choose()
 
 
-@dataclass(slots=True, kw_only=True)
-class Effects:
+class Effects(msgspec.Struct, kw_only=True, eq=False):
     """What one stimulus caused."""
 
     sends: list[Send] = field(default_factory=list)

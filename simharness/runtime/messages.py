@@ -1,15 +1,18 @@
 """Messages between the conductor, the ranks and the API server (mstar's IPC messages, reduced
 to what routing needs), and `Send`, the one command the pure loops return to their driver.
 
-Slotted dataclasses (one is built per send), compared by identity as the messages they stand
-for are. Endpoints are ranks ``0..N-1``, `CONDUCTOR_ID` and `CLIENT_ID` (the API server).
-Each message class names its mstar message kind in `kind_name`.
+msgspec Structs (one is built per send, in C; the zmq wire encodes them without a Python call),
+built with keywords and compared by identity as the messages they stand for are. Endpoints are
+ranks ``0..N-1``, `CONDUCTOR_ID` and `CLIENT_ID` (the API server). Each message class names its
+mstar message kind in `kind_name`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import msgspec
+from msgspec import field
 
 from simharness.placement.layout import Assignment
 from simharness.runtime.signals import Signal
@@ -17,13 +20,12 @@ from simharness.runtime.signals import Signal
 CONDUCTOR_ID = -1
 CLIENT_ID = -2
 
-#: Messages are built with keywords: a positional slip between two ints or two strings would
-#: otherwise pass silently.
-message = dataclass(slots=True, eq=False, kw_only=True)
+class Message(msgspec.Struct, eq=False, kw_only=True):
+    """Base of every message: built with keywords (a positional slip between two ints or two
+    strings would otherwise pass silently), compared by identity."""
 
 
-@dataclass(slots=True, eq=False, repr=False)
-class Send:
+class Send(msgspec.Struct, eq=False):
     """Deliver `msg` to endpoint `dst`; `nbytes` of payload travel with it.
 
     `src` is None for an ordinary send (from whoever returned it); a pull names the rank the
@@ -39,8 +41,7 @@ class Send:
         return f"Send({self.dst}, {self.nbytes}, {type(self.msg).__name__})"
 
 
-@message
-class NewRequest:
+class NewRequest(Message):
     """mstar NEW_REQUEST: state for the request on this rank, and its first inputs here.
 
     `current` gives each partition's first walk (every partition starts at once); `kind` names
@@ -57,8 +58,7 @@ class NewRequest:
     kv: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-@message
-class InputSignals:
+class InputSignals(Message):
     """mstar INPUT_SIGNALS: edges for one request, stamped with the sender's walk and pass."""
 
     kind_name: ClassVar[str] = "input_signals"
@@ -71,8 +71,7 @@ class InputSignals:
     kv: dict[str, tuple[int, int]] | None = None
 
 
-@message
-class RemoveRequest:
+class RemoveRequest(Message):
     """mstar REMOVE_REQUEST. A TP follower ignores the conductor's and waits for its leader's."""
 
     kind_name: ClassVar[str] = "remove_request"
@@ -80,8 +79,7 @@ class RemoveRequest:
     source: str = "conductor"
 
 
-@message
-class StopLoops:
+class StopLoops(Message):
     """mstar STOP_LOOPS: a peer's ``check_stop`` ended these loops of the request's partition."""
 
     kind_name: ClassVar[str] = "stop_loops"
@@ -92,8 +90,7 @@ class StopLoops:
     pass_no: int
 
 
-@message
-class ProducerDone:
+class ProducerDone(Message):
     """The conductor's ``producer_done``: no more items will stream from `partition`."""
 
     kind_name: ClassVar[str] = "producer_done"
@@ -101,8 +98,7 @@ class ProducerDone:
     partition: str
 
 
-@message
-class ScheduleTp:
+class ScheduleTp(Message):
     """mstar SCHEDULE_TP: the instance leader's batch, which every follower runs in order."""
 
     kind_name: ClassVar[str] = "schedule_tp"
@@ -118,8 +114,7 @@ class ScheduleTp:
         return self.rids[0]
 
 
-@message
-class KvPullDone:
+class KvPullDone(Message):
     """A KV pull finished: `tokens` of `label` are now on the pulling rank."""
 
     kind_name: ClassVar[str] = "kv_pull_done"
@@ -129,8 +124,7 @@ class KvPullDone:
     src: int
 
 
-@message
-class WorkerGraphsDoneMsg:
+class WorkerGraphsDoneMsg(Message):
     """mstar WORKER_GRAPHS_DONE, carrying what the rank buffered for the request since the last
     one: persist signals, emits, new tokens, and (rank 0 of an instance) KV sequence lengths."""
 
@@ -148,8 +142,7 @@ class WorkerGraphsDoneMsg:
     tp_rank: int = 0
 
 
-@message
-class ResultTensors:
+class ResultTensors(Message):
     """mstar result_tensors: an emit to the client."""
 
     kind_name: ClassVar[str] = "result_tensors"
@@ -158,8 +151,7 @@ class ResultTensors:
     signal: Signal
 
 
-@message
-class RequestComplete:
+class RequestComplete(Message):
     """mstar request_complete, conductor to API server, with how many emits to expect."""
 
     kind_name: ClassVar[str] = "request_complete"
@@ -167,8 +159,7 @@ class RequestComplete:
     emits: int
 
 
-@message
-class ReadsDone:
+class ReadsDone(Message):
     """mstar READS_DONE: the API server has read every output; teardown may proceed."""
 
     kind_name: ClassVar[str] = "reads_done"

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import msgspec
+
 from simharness.graph.ir import CLIENT, CONDUCTOR, Edge
 from simharness.placement.layout import Assignment, Layout
 from simharness.runtime.graph_spec import GraphSpec, Semantics
@@ -37,47 +39,40 @@ from simharness.runtime.streams import ChunkSignal, StreamBuffer
 LOCAL_PREFIX = "local:"
 
 
-class Completion:
-    """Everything one node completion for one request caused on this rank."""
+class Completion(msgspec.Struct, eq=False):
+    """Everything one node completion for one request caused on this rank (a Struct: one is
+    built per forward, in C)."""
 
-    __slots__ = ("rid", "node", "walk", "partition", "wg", "pass_no", "counter", "loop_context",
-                 "filtered", "finished_loops", "routes", "to_ranks", "to_client",
-                 "to_conductor", "stream_local", "completed_wgs", "partition_done", "new_tokens",
-                 "tp_rank")
-
-    def __init__(self, rid: str, node: str, walk: str, partition: str, wg: str, pass_no: int,
-                 counter: int | None, loop_context: tuple[tuple[str, int, int, bool], ...],
-                 filtered: frozenset[tuple[str, str]], finished_loops: list[str], tp_rank: int) -> None:
-        self.rid = rid
-        self.node = node
-        self.walk = walk
-        self.partition = partition
-        self.wg = wg
-        self.pass_no = pass_no
-        #: the node's innermost loop counter for this forward (None outside loops)
-        self.counter = counter
-        #: innermost-first (loop, curr_iter, max_iters, last) before the completion
-        self.loop_context = loop_context
-        #: loop-back pairs dropped by a loop that finished on this completion
-        self.filtered = filtered
-        self.finished_loops = finished_loops
-        #: this rank's index in the completing worker graph's instance (0: leader or no TP)
-        self.tp_rank = tp_rank
-        #: every routed signal with where it went: ``local:<wg>``, ``rank:<r>``,
-        #: ``stream:<r>``, client, conductor
-        self.routes: list[tuple[Signal, str]] = []
-        #: peer rank -> signals to send there (a refused local signal is sent to this rank itself)
-        self.to_ranks: dict[int, list[Signal]] = {}
-        self.to_client: list[Signal] = []
-        self.to_conductor: list[Signal] = []
-        #: streamed items for a StreamBuffer on this rank
-        self.stream_local: list[Signal] = []
-        #: worker graphs of this walk that are done (and were reset) after this completion
-        self.completed_wgs: list[str] = []
-        #: this pass consumed its stream's final chunk: its partition is done
-        self.partition_done = False
-        #: output tokens this completion produced (edges marked new_token)
-        self.new_tokens = 0
+    rid: str
+    node: str
+    walk: str
+    partition: str
+    wg: str
+    pass_no: int
+    #: the node's innermost loop counter for this forward (None outside loops)
+    counter: int | None
+    #: innermost-first (loop, curr_iter, max_iters, last) before the completion
+    loop_context: tuple[tuple[str, int, int, bool], ...]
+    #: loop-back pairs dropped by a loop that finished on this completion
+    filtered: frozenset[tuple[str, str]]
+    finished_loops: list[str]
+    #: this rank's index in the completing worker graph's instance (0: leader or no TP)
+    tp_rank: int
+    #: every routed signal with where it went: ``local:<wg>``, ``rank:<r>``,
+    #: ``stream:<r>``, client, conductor
+    routes: list[tuple[Signal, str]] = msgspec.field(default_factory=list)
+    #: peer rank -> signals to send there (a refused local signal is sent to this rank itself)
+    to_ranks: dict[int, list[Signal]] = msgspec.field(default_factory=dict)
+    to_client: list[Signal] = msgspec.field(default_factory=list)
+    to_conductor: list[Signal] = msgspec.field(default_factory=list)
+    #: streamed items for a StreamBuffer on this rank
+    stream_local: list[Signal] = msgspec.field(default_factory=list)
+    #: worker graphs of this walk that are done (and were reset) after this completion
+    completed_wgs: list[str] = msgspec.field(default_factory=list)
+    #: this pass consumed its stream's final chunk: its partition is done
+    partition_done: bool = False
+    #: output tokens this completion produced (edges marked new_token)
+    new_tokens: int = 0
 
     def local(self) -> list[Signal]:
         """The routed signals this rank ingested itself (same or sibling worker graph)."""

@@ -9,7 +9,11 @@ Signals are msgspec Structs, not dataclasses: the simulator creates one per outp
 forward, and a Struct is built in C. They are array-like, so msgspec encodes one as the array of
 its fields in the order below: the trace digest (`simharness.trace`) and the zmq wire
 (`real_backends.wire`) both encode signals that way, with no Python call per signal. They
-compare by identity (``eq=False``): two copies of one edge are two signals.
+compare by identity (``eq=False``): two copies of one edge are two signals. The cyclic garbage
+collector does not track them (``gc=False``): a signal holds strings, numbers and (a stream
+chunk) a tuple of other signals, so it can never be part of a reference cycle, and a kept trace
+holds hundreds of thousands of them, which the collector would otherwise scan again and again
+once the run ends (and the events holding only untracked values then leave its lists too).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ ORIGIN_LOOP_OUTPUT = "loop_output"
 ORIGIN_STREAM = "stream"
 
 
-class Signal(msgspec.Struct, eq=False, array_like=True, forbid_unknown_fields=True):
+class Signal(msgspec.Struct, eq=False, array_like=True, forbid_unknown_fields=True, gc=False):
     name: str
     dest: str
     persist: bool
