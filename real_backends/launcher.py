@@ -510,8 +510,12 @@ class Launcher:
 
     def run(self) -> RunReport:
         wall0 = self._wall0 = time.perf_counter()
-        busy = Endpoints(self.options.endpoints, "-").busy(
-            [CLIENT_ID, *self.endpoints_all()])
+        endpoints = Endpoints(self.options.endpoints, "-")
+        try:
+            endpoints.check_ports([CLIENT_ID, *self.endpoints_all()])
+        except ValueError as exc:
+            raise RealBackendError(str(exc)) from None
+        busy = endpoints.busy([CLIENT_ID, *self.endpoints_all()])
         if busy:
             raise RealBackendError(f"cannot listen at {busy[0]}: address already in use "
                                    f"(choose another --endpoints port)")

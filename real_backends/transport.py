@@ -24,6 +24,8 @@ from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
 #: Queue bound per socket; far above what a scenario keeps in flight, low enough to stop a runaway.
 HWM = 200_000
 LINGER_MS = 500
+#: the highest TCP port
+MAX_PORT = 65535
 
 
 def endpoint_name(ep: int) -> str:
@@ -45,11 +47,29 @@ class Endpoints:
                 raise ValueError("ipc endpoints need a run directory")
         elif spec.startswith("tcp://"):
             host, _, port = spec[len("tcp://"):].rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65000:
-                raise ValueError(f"--endpoints {spec!r}: expected tcp://HOST:PORT")
+            # isdigit alone takes other scripts' digits ("١٩٠٠٠") and superscripts ("1²")
+            if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) <= MAX_PORT:
+                raise ValueError(f"--endpoints {spec!r}: expected tcp://HOST:PORT, PORT a number "
+                                 f"from 1 to {MAX_PORT}")
+            if host == "*":
+                # Every process connects to the others at HOST; zmq cannot connect to "*".
+                raise ValueError(f"--endpoints {spec!r}: the processes connect to each other at "
+                                 f"HOST, and * (every interface) cannot be connected to; give an "
+                                 f"address of this machine, such as 127.0.0.1")
             self.host, self.port = host, int(port)
         else:
             raise ValueError(f"--endpoints {spec!r}: expected ipc or tcp://HOST:PORT")
+
+    def check_ports(self, eps: list[int]) -> None:
+        """Refuse a PORT whose endpoints would pass the last port (tcp only): rank r listens at
+        PORT+10+r, so a large layout needs room above PORT."""
+        if self.spec == "ipc" or not eps:
+            return
+        top = max(self.port + _offset(ep) for ep in eps)
+        if top > MAX_PORT:
+            raise ValueError(f"--endpoints {self.spec!r}: {len(eps)} endpoints listen at ports "
+                             f"{self.port} to {top}, past {MAX_PORT}; choose a PORT of at most "
+                             f"{MAX_PORT - (top - self.port)}")
 
     def busy(self, eps: list[int]) -> list[str]:
         """The addresses among `eps`' that something else listens on already (tcp only): a port
@@ -63,7 +83,7 @@ class Endpoints:
                 # as zmq does: a port in TIME_WAIT from an earlier run is free to use
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
-                    s.bind(("" if self.host == "*" else self.host, int(addr.rsplit(":", 1)[1])))
+                    s.bind((self.host, int(addr.rsplit(":", 1)[1])))
                 except socket.gaierror:
                     return []  # a host this check cannot resolve: zmq will say what it thinks
                 except OSError:
@@ -73,8 +93,12 @@ class Endpoints:
     def address(self, ep: int) -> str:
         if self.spec == "ipc":
             return f"ipc://{self.run_dir}/{endpoint_name(ep)}.ipc"
-        offset = 0 if ep == CLIENT_ID else 1 if ep == CONDUCTOR_ID else 10 + ep
-        return f"tcp://{self.host}:{self.port + offset}"
+        return f"tcp://{self.host}:{self.port + _offset(ep)}"
+
+
+def _offset(ep: int) -> int:
+    """Endpoint `ep`'s port above PORT: the launcher, the conductor, then rank r at 10 + r."""
+    return 0 if ep == CLIENT_ID else 1 if ep == CONDUCTOR_ID else 10 + ep
 
 
 class Transport:
