@@ -3,7 +3,7 @@
 Prints:
 * the raw simpy message-hop rate on this machine (two processes handing a message back and forth
   through Stores, with a timeout per hop): the ceiling any simpy model can approach;
-* simulated forwards per wall second on a loaded bagel_cfg (128 text-to-image requests at
+* simulated forwards per CPU second on a loaded bagel_cfg (128 text-to-image requests at
   concurrency 16, every check on), and its ratio to the raw hop rate (target: at least 0.25);
 * the wall time of ``simharness run scenarios/bagel_cfg.yaml`` as a user runs it (target: under
   1 s), in process and as a fresh process.
@@ -22,7 +22,6 @@ from pathlib import Path
 
 import simpy
 
-from simharness import events as ev
 from simharness.run import run_scenario
 from simharness.scenario.loader import load_scenario
 
@@ -48,18 +47,22 @@ def simpy_hop_rate(hops: int = 100_000) -> float:
 
     env.process(ping())
     env.process(pong())
-    t = time.perf_counter()
+    # CPU time, as the forward rates it is compared with: on a shared machine the wall clock
+    # also counts the time another process (or another VM) had the core.
+    t = time.process_time()
     env.run()
-    return hops / (time.perf_counter() - t)
+    return hops / (time.process_time() - t)
 
 
 def loaded_forward_rate(runtime: str) -> tuple[float, int, float]:
+    """(forwards per CPU second, forwards, CPU seconds) of the loaded bagel_cfg, run as
+    `simharness run` runs it: every check, the digest as the run goes, no trace kept."""
     sc = load_scenario(BAGEL, LOADED)
-    t = time.perf_counter()
-    report = run_scenario(sc, runtime)
-    wall = time.perf_counter() - t
-    forwards = sum(1 for e in report.result.events if type(e) is ev.Forward)
-    return forwards / wall, forwards, wall
+    t = time.process_time()
+    report = run_scenario(sc, runtime, keep_trace=False)
+    cpu = time.process_time() - t
+    forwards = sum(n for _, n in report.result.forward_log.counts())
+    return forwards / cpu, forwards, cpu
 
 
 def default_wall() -> float:
@@ -87,7 +90,7 @@ def main() -> None:
         rate, n, wall = best
         ratio = rate / hop
         verdict = "meets" if ratio >= 0.25 else "MISSES"
-        print(f"loaded bagel_cfg, {runtime:<18} {rate:10,.0f} forwards/s  ({n} forwards in {wall:.2f} s)"
+        print(f"loaded bagel_cfg, {runtime:<18} {rate:10,.0f} forwards/s  ({n} forwards in {wall:.2f} s CPU)"
               f"  ratio {ratio:.2f} of raw simpy: {verdict} the 0.25 target")
     dw = min(default_wall() for _ in range(args.repeat))
     cw = min(cli_wall() for _ in range(args.repeat))
