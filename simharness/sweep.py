@@ -11,7 +11,9 @@ from it:
 * with ``--baseline FILE`` (the ``--json`` output of an earlier sweep), the cell's verdict in that
   file: a sweep before and after a change says exactly which cells changed, whether they passed
   or failed before. With ``--strict`` a changed trace digest counts as a change too (what a
-  refactor that must not change behaviour wants);
+  refactor that must not change behaviour wants). Digests made under another digest scheme
+  (`simharness.trace`) cannot be compared: ``--strict`` refuses such a baseline, and without it
+  the sweep says that digests were not compared;
 * otherwise a corpus case (a scenario with a ``corpus:`` block) under the runtime it was recorded
   for is expected to fail with its recorded signature while its status is ``open``, and to pass
   once ``fixed``; every other cell is expected to pass.
@@ -33,6 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from simharness.errors import ScenarioError, UsageError
+from simharness.scenario import loader
+from simharness.scenario.model import CorpusMeta
+from simharness.scenario.sections import parse_corpus
+from simharness.trace import DIGEST_SCHEME, digest_scheme
 
 PASS = "pass"
 
@@ -123,6 +129,8 @@ class SweepResult:
     wall_s: float
     workers: int
     baseline: str | None = None
+    #: what the reader must know about the comparison (a baseline of another digest scheme)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def unexpected(self) -> list[CellResult]:
@@ -160,6 +168,7 @@ class SweepResult:
     def to_json(self) -> dict[str, Any]:
         return {"runs": len(self.cells), "unexpected": len(self.unexpected),
                 "outcome": "fail" if self.unexpected else "pass", "baseline": self.baseline,
+                "notes": self.notes,
                 "workers": self.workers, "wall_s": round(self.wall_s, 3),
                 "rows": self.rows(), "cells": [c.to_json() for c in self.cells]}
 
@@ -184,45 +193,66 @@ def plan(scenarios: list[str], overrides: list[str], runtimes: list[str],
     return cells
 
 
-def expectations(baseline: str | None) -> Callable[[CellResult], None]:
-    """A function that sets a cell's expected verdict (see the module docstring)."""
-    from simharness.scenario.loader import read_yaml
-    from simharness.scenario.model import CorpusMeta
-    from simharness.scenario.sections import parse_corpus
+class Expectations:
+    """Sets a cell's expected verdict (see the module docstring): called once per cell."""
 
-    recorded: dict[tuple[str, str, int], dict[str, Any]] = {}
-    if baseline is not None:
+    def __init__(self, baseline: str | None, strict: bool = False) -> None:
+        self.baseline = baseline
+        self.recorded: dict[tuple[str, str, int], dict[str, Any]] = {}
+        #: whether the baseline's digests can be compared with this run's (same scheme)
+        self.digests_comparable = True
+        self.notes: list[str] = []
+        self.corpus: dict[str, CorpusMeta | None] = {}
+        if baseline is not None:
+            self._read(baseline, strict)
+
+    def _read(self, baseline: str, strict: bool) -> None:
         try:
             data = json.loads(Path(baseline).read_text(encoding="utf-8"))
             for c in data["cells"]:
-                recorded[(c["scenario"], c["runtime"], int(c["seed"]))] = c
+                self.recorded[(c["scenario"], c["runtime"], int(c["seed"]))] = c
         except FileNotFoundError:
             raise UsageError(f"--baseline {baseline}: no such file") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"--baseline {baseline}: not the --json output of a sweep "
                              f"(expected cells[].scenario/runtime/seed/verdict): {exc}") from None
-    corpus: dict[str, CorpusMeta | None] = {}
+        schemes = sorted({digest_scheme(str(c["trace_digest"])) for c in self.recorded.values()
+                          if c.get("trace_digest")} - {DIGEST_SCHEME})
+        if schemes:
+            old = ", ".join(s or "unnamed" for s in schemes)
+            if strict:
+                raise UsageError(f"--baseline {baseline}: its trace digests were made under digest "
+                                 f"scheme {old} and this simharness makes {DIGEST_SCHEME}, so "
+                                 f"--strict cannot compare them; sweep without --strict (verdicts "
+                                 f"still compare) and keep its --json as the new baseline")
+            self.digests_comparable = False
+            self.notes.append(f"the baseline's trace digests were made under digest scheme {old} "
+                              f"(this simharness makes {DIGEST_SCHEME}): digests were not compared")
 
-    def expect(cell: CellResult) -> None:
-        if baseline is not None:
-            before = recorded.get(cell.key())
+    def __call__(self, cell: CellResult) -> None:
+        if self.baseline is not None:
+            before = self.recorded.get(cell.key())
             if before is not None:
                 cell.expected, cell.why_expected = before["verdict"], "baseline"
-                cell.digest_changed = before.get("trace_digest") != cell.trace_digest
+                cell.digest_changed = (self.digests_comparable
+                                       and before.get("trace_digest") != cell.trace_digest)
                 return
             cell.why_expected = "default (not in the baseline)"
-        if cell.path not in corpus:
+        if cell.path not in self.corpus:
             # `plan` loaded every scenario: a corpus block here is a valid one
-            block = read_yaml(Path(cell.path)).get("corpus")
-            corpus[cell.path] = parse_corpus(block) if block is not None else None
-        meta = corpus[cell.path]
+            block = loader.read_yaml(Path(cell.path)).get("corpus")
+            self.corpus[cell.path] = parse_corpus(block) if block is not None else None
+        meta = self.corpus[cell.path]
         if meta is not None and meta.runtime == cell.runtime:
             if meta.status == "open":
                 cell.expected, cell.why_expected = f"fail:{meta.signature}", "corpus (open)"
             else:
                 cell.expected, cell.why_expected = PASS, "corpus (fixed)"
 
-    return expect
+
+def expectations(baseline: str | None, strict: bool = False) -> Expectations:
+    """The expected-verdict setter of a sweep against `baseline` (None: corpus and pass)."""
+    return Expectations(baseline, strict)
 
 
 def run_sweep(cells: list[Cell], workers: int = 1, scheduler: str | None = None,
@@ -230,7 +260,7 @@ def run_sweep(cells: list[Cell], workers: int = 1, scheduler: str | None = None,
               progress: Callable[[CellResult], None] | None = None) -> SweepResult:
     from simharness.pool import Pool
 
-    expect = expectations(baseline)  # a bad baseline is refused before any work
+    expect = expectations(baseline, strict)  # a bad baseline is refused before any work
     t0 = time.perf_counter()
     results: list[CellResult] = []
     with Pool(workers, scheduler) as pool:
@@ -242,7 +272,7 @@ def run_sweep(cells: list[Cell], workers: int = 1, scheduler: str | None = None,
             if progress is not None:
                 progress(r)
         used = pool.workers
-    return SweepResult(results, time.perf_counter() - t0, used, baseline)
+    return SweepResult(results, time.perf_counter() - t0, used, baseline, expect.notes)
 
 
 def render(result: SweepResult, out: Any) -> None:
@@ -268,6 +298,8 @@ def render(result: SweepResult, out: Any) -> None:
     changed = sum(1 for c in result.cells if c.digest_changed)
     if changed:
         print(f"\n{changed} cell(s) have a trace digest other than the baseline's", file=out)
+    for note in result.notes:
+        print(f"\nnote: {note}", file=out)
     verdict = "FAIL" if bad else "PASS"
     print(file=out)
     line(out, f"{verdict}: {len(result.cells)} runs, {len(bad)} unexpected, {result.wall_s:.1f} s on "

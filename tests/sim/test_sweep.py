@@ -70,6 +70,28 @@ def test_strict_fails_on_a_changed_trace_digest(capsys, tmp_path):
     assert code == 1 and strict["cells"][0]["unexpected"] is True
 
 
+def test_a_baseline_of_another_digest_scheme_compares_verdicts_only(capsys, tmp_path):
+    args = (BAGEL, "--set", ONE, "--seeds", "0..1", "--runtime", "mstar-python")
+    _, got = _sweep(capsys, *args)
+    for c in got["cells"]:  # as an older simharness recorded them (digest scheme v1)
+        c["trace_digest"] = "sha256:" + c["trace_digest"].partition(":")[2]
+    got["cells"][1]["verdict"] = "fail:forwards:counters"
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(got))
+    code, lax = _sweep(capsys, *args, "--baseline", str(base))
+    assert code == 1 and [c["unexpected"] for c in lax["cells"]] == [False, True]  # verdicts compare
+    assert not any(c["digest_changed"] for c in lax["cells"])
+    assert lax["notes"] == ["the baseline's trace digests were made under digest scheme sha256 "
+                            "(this simharness makes v2-sha256): digests were not compared"]
+    assert main(["sweep", *args, "--baseline", str(base)]) == 1
+    out = capsys.readouterr().out
+    assert "note: the baseline's trace digests were made under digest scheme sha256" in out
+    assert main(["sweep", *args, "--baseline", str(base), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "made under digest scheme sha256 and this simharness makes v2-sha256, so --strict cannot" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
 def test_a_corpus_case_is_expected_to_fail_as_recorded_under_its_runtime(capsys):
     code, got = _sweep(capsys, str(CASE), "--runtime", "mstar-rust-prefix", "--runtime", "mstar-rust")
     by_rt = {c["runtime"]: c for c in got["cells"]}
