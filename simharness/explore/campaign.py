@@ -157,7 +157,9 @@ def explore_chunk(spec: ChunkSpec, budget_s: float | None = None) -> ChunkResult
     """
     out = ChunkResult(spec.index)
     t0 = time.perf_counter()
-    # Hypothesis gets most of the budget; the scenario-level reduction after it the rest.
+    # `budget_s` is all the time left of the campaign: a chunk may use the same share of it that
+    # Hypothesis gets of a shrink, and leaves the rest for shrinking what the search finds (a chunk
+    # cut off is dropped whole, so running it to the very end would only waste that time).
     deadline = None if budget_s is None else t0 + HYPOTHESIS_SHARE * budget_s
 
     @_settings(spec.size, (Phase.generate,))
