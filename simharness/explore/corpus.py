@@ -190,8 +190,7 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
         message = "passes, as a fixed case must" if ok else f"fails again ({got}): a regression"
     if ok and recorded and recorded != digest:
         if update:
-            message += "; trace digest updated"
-            _record_digest(p, sc, digest)
+            message += "; trace digest updated" + _record_digest(p, sc, digest)
         elif digest_scheme(str(recorded)) != DIGEST_SCHEME:
             ok = False
             message += (f"; its trace digest was recorded under another digest scheme "
@@ -203,26 +202,37 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
                         f"{digest[:19]}...): the simulator changed since it was recorded "
                         f"(simharness replay --update records the new trace)")
     elif ok and update and not recorded:
-        _record_digest(p, sc, digest)
+        message += "; trace digest recorded" + _record_digest(p, sc, digest)
     return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run)
 
 
 #: the one line of a corpus file that `--update` rewrites: the corpus block's trace digest
 _DIGEST_LINE = re.compile(r"^(  trace_digest: *)(\S*)[ \t]*$", re.MULTILINE)
+#: the corpus block's first line, and the lines of the block after it (indented, or blank)
+_CORPUS_BLOCK = re.compile(r"^corpus:[ \t]*\n((?:(?:[ \t]+.*)?\n)*)", re.MULTILINE)
 
 
-def _record_digest(path: Path, sc: Scenario, digest: str) -> None:
+def _record_digest(path: Path, sc: Scenario, digest: str) -> str:
     """Write `digest` as the case's trace digest, changing nothing else of the file: its
-    comments, order and layout are what a person may have written. A file where that one line
-    cannot be found unambiguously is written anew from what was read."""
+    comments, order and layout are what a person may have written. The value of its one
+    ``trace_digest:`` line is replaced, or a line is added at the end of the ``corpus:`` block.
+    A file where neither is unambiguous is written anew from what was read, and the returned
+    text (for the replay's message) says so; otherwise it is empty."""
     text = path.read_text(encoding="utf-8")
-    lines = _DIGEST_LINE.findall(text)
-    if len(lines) == 1:
+    if len(_DIGEST_LINE.findall(text)) == 1:
         write_text(path, _DIGEST_LINE.sub(lambda m: m.group(1) + digest, text))
-        return
+        return ""
+    blocks = list(_CORPUS_BLOCK.finditer(text))
+    if not _DIGEST_LINE.search(text) and len(blocks) == 1:
+        kept = blocks[0].group(1).rstrip("\n")  # blank lines after the block stay after it
+        at = blocks[0].start(1) + len(kept)
+        line = f"\n  trace_digest: {digest}" if kept else f"  trace_digest: {digest}\n"
+        write_text(path, text[:at] + line + text[at:])
+        return ""
     raw = copy.deepcopy(dict(sc.raw))  # the file as read: the scenario keeps its own
     raw["corpus"]["trace_digest"] = digest
     _dump(path, raw)
+    return " (the file was written anew from what was read: comments in it are gone)"
 
 
 __all__ = ["DEFAULT_DIR", "Case", "Replay", "cases", "execute", "find_case", "replay", "write_case"]

@@ -136,6 +136,35 @@ def test_replay_update_records_the_new_digest_and_keeps_the_rest(scenarios_dir, 
     assert main(["replay", str(case)]) == 0
 
 
+def test_replay_update_adds_a_missing_digest_at_the_end_of_the_corpus_block(scenarios_dir, tmp_path,
+                                                                             capsys):
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    case = tmp_path / "case.yaml"
+    text = re.sub(r"\n  trace_digest: \S+", "", src.read_text()).replace("corpus:\n", "corpus:\n  # mine\n")
+    case.write_text(text)
+    assert main(["replay", str(case), "--update"]) == 0
+    assert "trace digest recorded" in capsys.readouterr().out
+    digest = re.search(r"trace_digest: (\S+)", src.read_text()).group(1)
+    after = case.read_text()
+    head, _, rest = after.partition("\nname: ")
+    assert head.endswith(f"\n  trace_digest: {digest}") and "  # mine\n" in head
+    assert after.replace(f"\n  trace_digest: {digest}", "", 1) == text  # nothing else changed
+    assert main(["replay", str(case)]) == 0
+
+
+def test_replay_update_says_when_it_had_to_write_the_file_anew(scenarios_dir, tmp_path, capsys):
+    import yaml
+
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    data = yaml.safe_load(src.read_text())
+    data["corpus"]["trace_digest"] = "v2-sha256:" + "0" * 64
+    case = tmp_path / "case.yaml"
+    case.write_text("# mine\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=True))
+    assert main(["replay", str(case), "--update"]) == 0
+    assert "written anew from what was read: comments in it are gone" in capsys.readouterr().out
+    assert main(["replay", str(case)]) == 0
+
+
 def test_replay_names_a_digest_of_another_scheme(scenarios_dir, tmp_path, capsys):
     """A case recorded before the digest scheme changed is not reported as a changed trace."""
     src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
