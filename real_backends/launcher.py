@@ -598,7 +598,7 @@ class Launcher:
                              "log_tail": c.stuck or self._log_tail(c)}))
 
     def _report(self, end_t: float, wall: float) -> RunReport:
-        checks = builtin_checks(self.scenario)
+        checks = builtin_checks(self.scenario, self.layout)
         recorder = Recorder(checks)
         order = [CLIENT_ID, CONDUCTOR_ID, *range(self.num_ranks)]
         streams = {CLIENT_ID: self.own_events, **self.batches}

@@ -21,6 +21,7 @@ from simharness.checks.forwards import ForwardsCheck
 from simharness.checks.liveness import LivenessCheck
 from simharness.engine.simulation import SimResult, Simulation
 from simharness.errors import ScenarioError, UsageError
+from simharness.placement.layout import Layout
 from simharness.runtime import registry
 from simharness.scenario.model import Scenario
 from simharness.trace import canonical, event_bytes
@@ -81,12 +82,13 @@ def simulate(
     computed as the run goes; ``digest=False`` skips even that, for a caller that never asks.
     """
     runtime = build_runtime(scenario, runtime_name)
-    checks = builtin_checks(scenario)
+    layout = Layout.build(scenario)  # one for the run and its checks
+    checks = builtin_checks(scenario, layout)
     # The liveness check is the runaway guard; the forwards check's log is what the summary and
     # the console show. Both found by type, as the checks they are.
     guard = next((c for c in checks if isinstance(c, LivenessCheck)), None)
-    sim = Simulation(scenario, runtime, observers=[*checks, *observers], keep_trace=keep_trace,
-                     guard=guard, digest=digest)
+    sim = Simulation(scenario, runtime, observers=[*checks, *observers], layout=layout,
+                     keep_trace=keep_trace, guard=guard, digest=digest)
     result = sim.run()
     result.forward_log = next((c.log for c in checks if isinstance(c, ForwardsCheck)), None)
     return result, judge(checks, scenario, result.layout, result.outcomes)

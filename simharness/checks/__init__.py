@@ -17,16 +17,19 @@ from simharness.checks.loop_exit import LoopExitCheck
 from simharness.checks.streams import StreamsCheck
 from simharness.checks.tp_agreement import TpAgreementCheck
 from simharness.checks.worker_graphs import WorkerGraphsCheck
+from simharness.placement.layout import Layout
 from simharness.scenario.model import Scenario
 
 CHECK_NAMES = ("forwards", "loop_exit", "drain", "liveness", "tp_agreement", "streams",
                "worker_graphs", "kv_handoff", "expect", "determinism")
 
 
-def builtin_checks(scenario: Scenario) -> list[Check]:
+def builtin_checks(scenario: Scenario, layout: Layout | None = None) -> list[Check]:
+    """Every built-in check of a run of `scenario`. `layout`: the run's own, so that the checks
+    that route what they see by worker graph (tp_agreement, streams) do not build another."""
     return [ForwardsCheck(), LoopExitCheck(scenario), DrainCheck(), LivenessCheck(scenario),
-            TpAgreementCheck(scenario), StreamsCheck(scenario), WorkerGraphsCheck(), KvHandoffCheck(),
-            ExpectCheck(scenario)]
+            TpAgreementCheck(scenario, layout), StreamsCheck(scenario, layout), WorkerGraphsCheck(),
+            KvHandoffCheck(), ExpectCheck(scenario)]
 
 
 def finish_checks(checks: list[Check], ctx: RunContext) -> list[Violation]:

@@ -51,12 +51,14 @@ class _Request:
 class StreamsCheck:
     name = "streams"
 
-    def __init__(self, scenario: Scenario | None = None) -> None:
+    def __init__(self, scenario: Scenario | None = None, layout: Layout | None = None) -> None:
         if scenario is not None and not scenario.connections:
             # No stream in this layout: nothing to observe.
             self.on_Forward = self.on_ChunkPopped = None  # type: ignore[assignment]
             self.on_Admitted = self.on_RequestEnded = self.on_Removed = None  # type: ignore[assignment]
         self._scenario = scenario
+        #: the run's layout, when it is given (else built from the scenario when first needed)
+        self._layout = layout
         #: rid -> its streams, until the request is over and judged
         self.requests: dict[str, _Request] = {}
         self._over = RequestsOver()
@@ -108,7 +110,7 @@ class StreamsCheck:
                 scenario, layout = ctx.scenario, ctx.layout
             else:
                 assert self._scenario is not None
-                scenario, layout = self._scenario, Layout.build(self._scenario)
+                scenario, layout = self._scenario, self._layout or Layout.build(self._scenario)
             # an edge's connection: the first (source, edge) that names it, the last connection
             # given for that pair
             by_pair = {(c.src, c.edge): c for c in scenario.connections}

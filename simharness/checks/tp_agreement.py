@@ -81,15 +81,16 @@ class _Pair:
 class TpAgreementCheck:
     name = "tp_agreement"
 
-    def __init__(self, scenario: Scenario | None = None) -> None:
+    def __init__(self, scenario: Scenario | None = None, layout: Layout | None = None) -> None:
         if scenario is not None and all(g.instance_size == 1 for g in scenario.placement.node_groups):
             # No lockstep instance in this layout: nothing to observe.
             self.on_Forward = self.on_BatchStarted = None  # type: ignore[assignment]
             self.on_Admitted = self.on_RequestEnded = self.on_Removed = None  # type: ignore[assignment]
             scenario = None
-        #: the layout, to route each batch to the comparisons it joins as it starts; without a
-        #: scenario it is known only at the end (`finish` routes the batches then)
-        self._layout = Layout.build(scenario) if scenario is not None else None
+        #: the layout (the run's, when it is given), to route each batch to the comparisons it
+        #: joins as it starts; without a scenario it is known only at the end (`finish` routes
+        #: the batches then)
+        self._layout = (layout or Layout.build(scenario)) if scenario is not None else None
         #: rid -> its placement (a slot per request, the dict shared by requests placed alike)
         self._placement: RidMap[dict[str, tuple[int, ...]]] = RidMap()
         self._placements: dict[tuple, dict[str, tuple[int, ...]]] = {}
