@@ -38,7 +38,7 @@ from simharness.errors import ScenarioError, UsageError
 from simharness.scenario import loader
 from simharness.scenario.model import CorpusMeta
 from simharness.scenario.sections import parse_corpus
-from simharness.trace import DIGEST_SCHEME, digest_scheme
+from simharness.trace import DIGEST_SCHEME, other_scheme
 
 PASS = "pass"
 
@@ -216,10 +216,10 @@ class Expectations:
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"--baseline {baseline}: not the --json output of a sweep "
                              f"(expected cells[].scenario/runtime/seed/verdict): {exc}") from None
-        schemes = sorted({digest_scheme(str(c["trace_digest"])) for c in self.recorded.values()
-                          if c.get("trace_digest")} - {DIGEST_SCHEME})
+        schemes = sorted({s for c in self.recorded.values() if c.get("trace_digest")
+                          and (s := other_scheme(str(c["trace_digest"]))) is not None})
         if schemes:
-            old = ", ".join(s or "unnamed" for s in schemes)
+            old = ", ".join(schemes)
             if strict:
                 raise UsageError(f"--baseline {baseline}: its trace digests were made under digest "
                                  f"scheme {old} and this simharness makes {DIGEST_SCHEME}, so "
@@ -250,17 +250,12 @@ class Expectations:
                 cell.expected, cell.why_expected = PASS, "corpus (fixed)"
 
 
-def expectations(baseline: str | None, strict: bool = False) -> Expectations:
-    """The expected-verdict setter of a sweep against `baseline` (None: corpus and pass)."""
-    return Expectations(baseline, strict)
-
-
 def run_sweep(cells: list[Cell], workers: int = 1, scheduler: str | None = None,
               baseline: str | None = None, strict: bool = False,
               progress: Callable[[CellResult], None] | None = None) -> SweepResult:
     from simharness.pool import Pool
 
-    expect = expectations(baseline, strict)  # a bad baseline is refused before any work
+    expect = Expectations(baseline, strict)  # a bad baseline is refused before any work
     t0 = time.perf_counter()
     results: list[CellResult] = []
     with Pool(workers, scheduler) as pool:

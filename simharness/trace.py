@@ -117,9 +117,12 @@ class Recorder:
                 fh.write(json.dumps(to_json(e), separators=(",", ":")) + "\n")
 
 
-def digest_scheme(digest: str) -> str:
-    """The scheme a digest was made under: ``v2-sha256``, or ``sha256`` for scheme v1."""
-    return digest.rpartition(":")[0]
+def other_scheme(digest: str) -> str | None:
+    """The scheme `digest` was made under when it is not this version's (``sha256`` for scheme
+    v1, ``unnamed`` for a digest without one); None when it is this version's: whoever compares
+    a recorded digest asks this first, since digests of two schemes never match."""
+    scheme = digest.rpartition(":")[0]
+    return None if scheme == DIGEST_SCHEME else scheme or "unnamed"
 
 
 def canonical(event: Any) -> str:

@@ -45,7 +45,7 @@ from simharness.run import RunReport, run_scenario, simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
 from simharness.scenario.model import CorpusMeta, Scenario
 from simharness.scenario.sections import parse_corpus
-from simharness.trace import DIGEST_SCHEME, digest_scheme
+from simharness.trace import DIGEST_SCHEME, other_scheme
 
 DEFAULT_DIR = Path("scenarios") / "corpus"
 
@@ -191,11 +191,11 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
     if ok and recorded and recorded != digest:
         if update:
             message += "; trace digest updated" + _record_digest(p, sc, digest)
-        elif digest_scheme(str(recorded)) != DIGEST_SCHEME:
+        elif (old := other_scheme(str(recorded))) is not None:
             ok = False
-            message += (f"; its trace digest was recorded under another digest scheme "
-                        f"({digest_scheme(str(recorded)) or 'unnamed'}; this simharness makes "
-                        f"{DIGEST_SCHEME}): simharness replay --update records it in this one")
+            message += (f"; its trace digest was recorded under another digest scheme ({old}; "
+                        f"this simharness makes {DIGEST_SCHEME}): simharness replay --update "
+                        f"records it in this one")
         else:
             ok = False
             message += (f"; but the trace differs from the recorded one ({recorded[:19]}... vs "

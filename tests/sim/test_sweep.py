@@ -106,7 +106,7 @@ def test_each_file_s_corpus_block_is_read_once_however_many_cells_it_has(monkeyp
     # Expectations are worked out as cells finish; a sweep of many seeds and runtimes must not
     # read and parse a scenario file again for each of them.
     from simharness.scenario import loader
-    from simharness.sweep import CellResult, expectations
+    from simharness.sweep import CellResult, Expectations
 
     reads = []
     read_yaml = loader.read_yaml
@@ -116,7 +116,7 @@ def test_each_file_s_corpus_block_is_read_once_however_many_cells_it_has(monkeyp
         return read_yaml(path, *args, **kw)
 
     monkeypatch.setattr(loader, "read_yaml", counting)
-    expect = expectations(None)
+    expect = Expectations(None)
     cells = [CellResult(name, str(path), rt, seed, "pass")
              for name, path in (("case", CASE), ("bagel", BAGEL))
              for rt in ("mstar-rust-prefix", "mstar-rust") for seed in range(5)]

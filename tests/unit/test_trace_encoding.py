@@ -9,7 +9,7 @@ import pytest
 
 from simharness import events as ev
 from simharness.run import simulate
-from simharness.trace import BLOCK, DIGEST_SCHEME, Recorder, block_bytes, digest_scheme, event_bytes
+from simharness.trace import BLOCK, DIGEST_SCHEME, Recorder, block_bytes, event_bytes, other_scheme
 from tests.factories import signal
 
 
@@ -43,8 +43,10 @@ def test_a_kept_trace_and_a_streamed_one_give_the_same_digest(bagel):
         kept.emit(e)
         streamed.emit(e)
     assert kept.digest() == streamed.digest() == _hashed(events)
-    assert digest_scheme(kept.digest()) == DIGEST_SCHEME == "v2-sha256"
-    assert digest_scheme("sha256:" + "0" * 64) == "sha256"
+    assert DIGEST_SCHEME == "v2-sha256" and kept.digest().startswith("v2-sha256:")
+    assert other_scheme(kept.digest()) is None
+    assert other_scheme("sha256:" + "0" * 64) == "sha256"
+    assert other_scheme("0" * 64) == "unnamed"
 
 
 def test_an_event_is_its_type_name_and_every_field_including_each_signals():
