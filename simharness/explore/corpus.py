@@ -206,28 +206,31 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
     return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run)
 
 
-#: the one line of a corpus file that `--update` rewrites: the corpus block's trace digest
-_DIGEST_LINE = re.compile(r"^(  trace_digest: *)(\S*)[ \t]*$", re.MULTILINE)
-#: the corpus block's first line, and the lines of the block after it (indented, or blank)
+#: the corpus block: its first line, then its lines (indented, or blank) as group 1
 _CORPUS_BLOCK = re.compile(r"^corpus:[ \t]*\n((?:(?:[ \t]+.*)?\n)*)", re.MULTILINE)
+#: the block's trace digest line, its value as group 2
+_DIGEST_LINE = re.compile(r"^(  trace_digest: *)(\S*)[ \t]*$", re.MULTILINE)
 
 
 def _record_digest(path: Path, sc: Scenario, digest: str) -> str:
     """Write `digest` as the case's trace digest, changing nothing else of the file: its
-    comments, order and layout are what a person may have written. The value of its one
-    ``trace_digest:`` line is replaced, or a line is added at the end of the ``corpus:`` block.
-    A file where neither is unambiguous is written anew from what was read, and the returned
-    text (for the replay's message) says so; otherwise it is empty."""
+    comments, order and layout are what a person may have written. In the file's one ``corpus:``
+    block, the value of its ``trace_digest:`` line is replaced, or the line is added at the end
+    of the block. A file without one such block (YAML flow style, another indentation) is
+    written anew from what was read, and the returned text (for the replay's message) says so;
+    otherwise it is empty."""
     text = path.read_text(encoding="utf-8")
-    if len(_DIGEST_LINE.findall(text)) == 1:
-        write_text(path, _DIGEST_LINE.sub(lambda m: m.group(1) + digest, text))
-        return ""
     blocks = list(_CORPUS_BLOCK.finditer(text))
-    if not _DIGEST_LINE.search(text) and len(blocks) == 1:
-        kept = blocks[0].group(1).rstrip("\n")  # blank lines after the block stay after it
-        at = blocks[0].start(1) + len(kept)
-        line = f"\n  trace_digest: {digest}" if kept else f"  trace_digest: {digest}\n"
-        write_text(path, text[:at] + line + text[at:])
+    body = blocks[0].group(1) if len(blocks) == 1 else ""
+    if len(blocks) == 1 and len(_DIGEST_LINE.findall(body)) <= 1:
+        if _DIGEST_LINE.search(body):
+            body = _DIGEST_LINE.sub(lambda m: m.group(1) + digest, body)
+        else:  # a new last line of the block; blank lines after the block stay after it
+            kept = body.rstrip("\n")
+            body = f"{kept}\n  trace_digest: {digest}{body[len(kept):]}" if kept else \
+                f"  trace_digest: {digest}\n"
+        start, end = blocks[0].span(1)
+        write_text(path, text[:start] + body + text[end:])
         return ""
     raw = copy.deepcopy(dict(sc.raw))  # the file as read: the scenario keeps its own
     raw["corpus"]["trace_digest"] = digest

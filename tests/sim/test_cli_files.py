@@ -152,6 +152,19 @@ def test_replay_update_adds_a_missing_digest_at_the_end_of_the_corpus_block(scen
     assert main(["replay", str(case)]) == 0
 
 
+def test_replay_update_touches_only_the_corpus_blocks_digest(scenarios_dir, tmp_path, capsys):
+    # A line that looks like the digest's, in another block (here a description's text), is the
+    # user's: it stays as written, and the file is not written anew.
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    case = tmp_path / "case.yaml"
+    note = "description: |\n  how to update:\n  trace_digest: keep-me\n"
+    original = src.read_text().replace("\nname: ", "\n" + note + "name: ", 1)
+    case.write_text(original.replace("trace_digest: v2-sha256:", "trace_digest: v2-sha256:0", 1))
+    assert main(["replay", str(case), "--update"]) == 0
+    assert "written anew" not in capsys.readouterr().out
+    assert case.read_text() == original
+
+
 def test_replay_update_says_when_it_had_to_write_the_file_anew(scenarios_dir, tmp_path, capsys):
     import yaml
 
