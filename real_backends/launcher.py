@@ -510,12 +510,12 @@ class Launcher:
 
     def run(self) -> RunReport:
         wall0 = self._wall0 = time.perf_counter()
-        endpoints = Endpoints(self.options.endpoints, "-")
+        endpoints, eps = Endpoints(self.options.endpoints, "-"), [CLIENT_ID, *self.endpoints_all()]
         try:
-            endpoints.check_ports([CLIENT_ID, *self.endpoints_all()])
+            endpoints.check_ports(eps)
         except ValueError as exc:
             raise RealBackendError(str(exc)) from None
-        busy = endpoints.busy([CLIENT_ID, *self.endpoints_all()])
+        busy = endpoints.busy(eps)
         if busy:
             raise RealBackendError(f"cannot listen at {busy[0]}: address already in use "
                                    f"(choose another --endpoints port)")

@@ -14,8 +14,8 @@ its index there.
 
 **Typed bodies** (the byte is the class code, below 0x80). A class whose every field has a
 concrete type annotation (the runtime's messages, most control messages) is encoded and decoded
-by msgspec, in C, from its dataclass or named-tuple definition: no Python call per object, and
-the annotations bring tuples back as tuples. Decoding validates every field against its
+by msgspec, in C, from its Struct, dataclass or named-tuple definition: no Python call per
+object, and the annotations bring tuples back as tuples. Decoding validates every field against its
 annotation, so a malformed frame is refused with the path of the offending field. A `Signal`
 inside is a msgspec array-like Struct, so it travels as the array of its fields with no hook.
 When the sender's ``payload_of(signal)`` hook gives signals tensors, the body is the pair
@@ -35,8 +35,8 @@ the objects among them, and calls back once per array when decoding:
 * slotted classes (every slot, across the class hierarchy), dataclasses (their init fields),
   msgspec Structs and named tuples (their fields) become ``[OBJECT, code, field values...]``,
   with the registry code, or ``module:qualname`` for a class outside it (loaded only from the
-  `ALLOWED_PREFIXES` packages). Objects are encoded generically by introspection, so message types added later
-  need no change here;
+  `ALLOWED_PREFIXES` packages). Objects are encoded generically by introspection, so message
+  types added later need no change here;
 * a `Signal` is ``[SIGNAL, field values..., payload reference or None]``;
 * a `Payload` (or a torch tensor) anywhere in a message becomes ``[PAYLOAD, frame index, dtype,
   shape]``;
