@@ -40,7 +40,7 @@ from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.run import build_runtime, with_seed
 from simharness.runtime.assembly import build_conductor, build_worker_loop, policy_of
-from simharness.runtime.effects import Abort, Arrived, Effects, Submit
+from simharness.runtime.effects import Abort, Arrived, Effects, Received, Submit
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
@@ -192,8 +192,8 @@ class RankProcess(_Process):
         self._deferred: list[tuple[Any, list[tuple[Signal, Payload]]]] = []
         self._to_free: list[tuple[str, tuple[int, int]]] = []
         #: the main loop's message handler while `receive` drains the socket
-        self._handle: Any = lambda msg: self.apply(
-            self.loop.handle_stimulus(Arrived(msg=msg), self.now()))
+        self._handle: Any = lambda msgs: self.apply(
+            self.loop.handle_stimulus(Received(msgs=msgs), self.now()))
 
     @property
     def stopped(self) -> bool:
@@ -254,7 +254,7 @@ class RankProcess(_Process):
             self.file_arrived(self.store.setdefault(msg.rid, {}),
                               lambda p: tensor_from_payload(p, self.device))
         self.handled += 1
-        self._handle(msg)
+        self._handle([msg])
 
     # -- WorkerPort ---------------------------------------------------------------------------
 

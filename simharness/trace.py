@@ -91,6 +91,21 @@ class Recorder:
         for fn in self._handlers[type(event)]:
             fn(event)
 
+    def emit_all(self, events: list[Any]) -> None:
+        """`emit` each of `events`, in order: what a driver calls with the events of one
+        `Effects` (one call, not one per event)."""
+        if self.keep:
+            self.events.extend(events)
+        elif self.digesting:
+            pending = self._pending
+            pending.extend(events)
+            if len(pending) >= BLOCK:
+                self._flush()
+        handlers = self._handlers
+        for event in events:
+            for fn in handlers[type(event)]:
+                fn(event)
+
     def _flush(self) -> None:
         if self._pending:
             self._hash.update(block_bytes(self._pending))

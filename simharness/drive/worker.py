@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from simharness.runtime.effects import CHOOSE, Arrived, Effects, Finished, Started
+from simharness.runtime.effects import CHOOSE, Effects, Finished, Received, Started
 from simharness.runtime.scheduler import Batch
 
 
@@ -27,8 +27,9 @@ class WorkerPort(Protocol):
 
     def now(self) -> float: ...
 
-    def receive(self, handle: Callable[[Any], None]) -> None:
-        """Call `handle` with every runtime message that arrived, in the order to handle them."""
+    def receive(self, handle: Callable[[list[Any]], None]) -> None:
+        """Call `handle` with the runtime messages that arrived, in the order to handle them: in
+        one list, or in several one after the other (one per message, as they come)."""
         ...
 
     def apply(self, effects: Effects) -> None:
@@ -66,8 +67,8 @@ def worker_main(loop: Any, port: WorkerPort) -> Iterator[Any]:
     door = loop.handle_stimulus
     apply = port.apply
 
-    def handle(msg: Any) -> None:
-        apply(door(Arrived(msg=msg), port.now()))
+    def handle(msgs: list[Any]) -> None:
+        apply(door(Received(msgs=msgs), port.now()))
 
     while not port.stopped:
         port.receive(handle)

@@ -4,7 +4,9 @@ Each ordered (sender, receiver) pair is one link that carries one message at a t
 starts when the link is free, takes ``bytes / bandwidth`` to transmit and ``latency`` to arrive.
 Arrival times on one link therefore never decrease, which gives mstar's only ordering guarantee
 (FIFO per sender-receiver pair, reference/mstar_semantics.md section 7.1); messages on different
-links may overtake each other. Delivery is a simpy timeout whose callback hands the message over.
+links may overtake each other. Delivery is a simpy timeout whose callback hands the message
+over: ``deliver(msg, event)``, the second argument the simpy event that brought it (a
+`functools.partial` of the handler, so an arrival runs no frame of ours before the handler's).
 
 With a perturbation plan (`simharness.engine.faults`) a message may get extra latency, arrive
 twice or not at all; it still never overtakes an earlier message of its link.
@@ -14,9 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import simpy
+from simpy.events import Timeout
 
 if TYPE_CHECKING:
     from simharness.engine.faults import Perturbations
@@ -36,10 +40,13 @@ class Network:
         self.faults = faults
         self._last_arrival: dict[tuple[int, int], float] = {}
 
-    def send(self, src: int, dst: int, payload_bytes: int, deliver: Callable[[Any], None], msg: Any) -> float:
-        """Schedule `deliver(msg)` at the arrival time; return that time."""
+    def send(self, src: int, dst: int, payload_bytes: int, deliver: Callable[[Any, Any], None],
+             msg: Any, now: float | None = None) -> float:
+        """Schedule `deliver(msg, event)` at the arrival time; return that time. `now`: the
+        current time, when the caller has it at hand."""
         env = self.env
-        now = env.now
+        if now is None:
+            now = env.now
         key = (src, dst)
         start = self._free_at.get(key, 0.0)
         if start < now:
@@ -49,12 +56,11 @@ class Network:
         arrival = end + self.latency
         if self.faults is not None:
             return self._send_perturbed(key, src, dst, arrival, deliver, msg)
-        ev = env.timeout(arrival - now, msg)
-        ev.callbacks.append(lambda e: deliver(e.value))
+        Timeout(env, arrival - now).callbacks.append(partial(deliver, msg))
         return arrival
 
     def _send_perturbed(self, key: tuple[int, int], src: int, dst: int, arrival: float,
-                        deliver: Callable[[Any], None], msg: Any) -> float:
+                        deliver: Callable[[Any, Any], None], msg: Any) -> float:
         copies, extra = self.faults.on_send(src, dst, msg)
         arrival += extra
         now = self.env.now
@@ -68,6 +74,5 @@ class Network:
             delay = math.nextafter(delay, math.inf)
         self._last_arrival[key] = now + delay
         for _ in range(copies):
-            ev = self.env.timeout(delay, msg)
-            ev.callbacks.append(lambda e: deliver(e.value))
+            self.env.timeout(delay).callbacks.append(partial(deliver, msg))
         return arrival

@@ -159,27 +159,26 @@ class Simulation:
     def send_all(self, src: int, sends: list[Send]) -> None:
         net_send = self.network.send
         handlers = self._handlers
+        now = self.env.now
         for s in sends:
-            net_send(src if s.src is None else s.src, s.dst, s.nbytes, handlers[s.dst], s.msg)
+            net_send(src if s.src is None else s.src, s.dst, s.nbytes, handlers[s.dst], s.msg, now)
 
     def _conduct(self, stimulus: Any) -> None:
         eff = self.conductor.handle_stimulus(stimulus, self.env.now)
-        emit = self.recorder.emit
-        for e in eff.events:
-            emit(e)
+        if eff.events:
+            self.recorder.emit_all(eff.events)
         for rid, outcome in eff.ended:
             self._ended(rid, outcome)
         if eff.sends:
             self.send_all(CONDUCTOR_ID, eff.sends)
 
-    def _conductor_deliver(self, msg: Any) -> None:
+    def _conductor_deliver(self, msg: Any, _arrival: Any = None) -> None:
         self._conduct(Arrived(msg=msg))
 
-    def _client_deliver(self, msg: Any) -> None:
+    def _client_deliver(self, msg: Any, _arrival: Any = None) -> None:
         eff = self.client.handle_stimulus(Arrived(msg=msg), self.env.now)
-        emit = self.recorder.emit
-        for e in eff.events:
-            emit(e)
+        if eff.events:
+            self.recorder.emit_all(eff.events)
         if eff.sends:
             self.send_all(CLIENT_ID, eff.sends)
 
@@ -248,6 +247,10 @@ class Simulation:
         guard = self.guard
         handled = 0
         cut: set[str] = set()
+        # No deadline falls before `horizon`: a request's deadline is its submission time plus
+        # the one timeout, so deadlines never come earlier than the earliest one seen, and the
+        # conductor is asked again only once the next event lies beyond it.
+        horizon = -INF
         while True:
             t = peek()
             if t == INF:
@@ -256,13 +259,17 @@ class Simulation:
                 if not unfinished:
                     break
                 self.stalls.stall(QUIESCENCE, self.positions(unfinished))
+                horizon = -INF
                 continue
-            deadline = conductor.next_deadline()
-            if deadline is not None and deadline[0] < t:
-                if deadline[0] > env.now:
-                    env.run(until=deadline[0])
-                self.stalls.stall(TIMEOUT, self.positions([deadline[1]]))
-                continue
+            if t > horizon:
+                deadline = conductor.next_deadline()
+                if deadline is not None and deadline[0] < t:
+                    if deadline[0] > env.now:
+                        env.run(until=deadline[0])
+                    self.stalls.stall(TIMEOUT, self.positions([deadline[1]]))
+                    horizon = -INF
+                    continue
+                horizon = t if deadline is None else deadline[0]
             step()
             if guard is not None and guard.trips != handled:
                 rid = guard.runaways[handled].rid
@@ -271,6 +278,7 @@ class Simulation:
                     break  # torn down already, and its work still grows: stop here
                 cut.add(rid)
                 self.stalls.stall(RUNAWAY, self.positions([rid]))
+                horizon = -INF
         self.recorder.emit(run_ended(env.now, [rank_final(w.loop) for w in self.workers],
                                      conductor_final(conductor)))
         return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
@@ -290,21 +298,25 @@ class SimWorker:
         self.loop = loop
         self.rank = loop.rank
         self.inbox: list[Any] = []
+        #: what the idle rank waits on, until the first message arrives
         self._wake: simpy.Event | None = None
         #: set by a crash fault: the rank finishes nothing more and loses what is sent to it
         self.stopped = False
         self._duration_of = sim.fake_nodes.duration
-        self._emit = sim.recorder.emit
+        self._emit_all = sim.recorder.emit_all
+        self._send_all = sim.send_all
         faults = sim.faults
         self._faults = faults
         self._shuffle = faults is not None and faults.shuffle_ties
 
-    def deliver(self, msg: Any) -> None:
+    def deliver(self, msg: Any, _arrival: Any = None) -> None:
+        """A message arrived (`Network` calls this with the arrival's simpy event)."""
         if self.stopped:
             return
         self.inbox.append(msg)
         wake = self._wake
-        if wake is not None and not wake.triggered:
+        if wake is not None:  # idle: the first arrival wakes the rank
+            self._wake = None
             wake.succeed()
 
     # -- WorkerPort ---------------------------------------------------------------------------
@@ -317,15 +329,13 @@ class SimWorker:
             msgs, self.inbox = self.inbox, []
             if self._shuffle:
                 msgs = self._faults.interleave(msgs)
-            for msg in msgs:
-                handle(msg)
+            handle(msgs)
 
     def apply(self, effects: Effects) -> None:
-        emit = self._emit
-        for e in effects.events:
-            emit(e)
+        if effects.events:
+            self._emit_all(effects.events)
         if effects.sends:
-            self.sim.send_all(self.rank, effects.sends)
+            self._send_all(self.rank, effects.sends)
 
     def chosen(self, batch: Batch | None) -> None:
         pass

@@ -40,7 +40,7 @@ class ApiClient:
             raise TypeError(f"the API client takes Arrived or Abort, not {t.__name__}")
         events = self._events[:]
         self._events.clear()
-        return Effects(sends=sends, events=events)
+        return Effects(sends, events)
 
     def _on_message(self, msg: Any, now: float) -> list[Send]:
         rid = msg.rid

@@ -160,7 +160,7 @@ class Conductor:
         events = self._events[:]
         self._events.clear()
         ended, self._ended = self._ended, []
-        return Effects(sends=sends, events=events, ended=ended)
+        return Effects(sends, events, ended)
 
     # -- admission ----------------------------------------------------------------------------
 
@@ -328,6 +328,7 @@ class Conductor:
         sends = [Send(r, 0, RemoveRequest(rid=req.rid)) for r in req.assignment.ranks]
         del self.requests[req.rid]
         self._alive.discard(req.rid)
+        self._prune_deadlines()
         self.emit(ev.RequestEnded(now, req.rid, outcome, req.step))
         self._ended.append((req.rid, outcome))
         while self.waiting and (self.cap is None or len(self.requests) < self.cap):
@@ -343,6 +344,7 @@ class Conductor:
             if w.rid == rid:
                 del self.waiting[i]
                 self._alive.discard(rid)
+                self._prune_deadlines()
                 self.emit(ev.RequestEnded(now, rid, outcome, 0))
                 self._ended.append((rid, outcome))
                 break
@@ -364,11 +366,19 @@ class Conductor:
             walks=tuple(p.walk for p in req.partitions.values() if not p.done))
 
     def next_deadline(self) -> tuple[float, str] | None:
-        """The earliest timeout among requests still alive (stale heap entries are discarded)."""
+        """The earliest timeout among requests still alive. Deadlines are the submission time
+        plus the one timeout, so none comes earlier than one this returned before."""
+        self._prune_deadlines()
+        if not self._deadlines:
+            return None
+        t, _, rid = self._deadlines[0]
+        return t, rid
+
+    def _prune_deadlines(self) -> None:
+        """Drop the heap's head while it is the deadline of a request that ended (as requests
+        end, not only when a driver asks: the heap holds no more than the requests submitted
+        since the oldest one still alive)."""
         heap = self._deadlines
-        while heap:
-            t, _, rid = heap[0]
-            if rid in self._alive:
-                return t, rid
+        alive = self._alive
+        while heap and heap[0][2] not in alive:
             heapq.heappop(heap)
-        return None

@@ -12,10 +12,10 @@ a message that arrived is `Arrived`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-from msgspec import field
 
 from simharness.runtime.messages import Send
 
@@ -28,6 +28,14 @@ class Arrived(_Stimulus):
     """A message arrived (any endpoint)."""
 
     msg: Any
+
+
+class Received(_Stimulus):
+    """Worker loop: messages that arrived, in arrival order, handled one after the other (a
+    driver hands over everything that came while the rank was busy at once: one `Effects` for
+    all of them, the events and sends of each message in its turn)."""
+
+    msgs: list[Any]
 
 
 class Choose(_Stimulus):
@@ -65,14 +73,16 @@ class Abort(_Stimulus):
 CHOOSE = Choose()
 
 
-class Effects(msgspec.Struct, kw_only=True, eq=False):
-    """What one stimulus caused."""
+class Effects(msgspec.Struct, eq=False):
+    """What one stimulus caused. A door builds one per stimulus, several per forward, so its
+    fields are positional and those a door may leave out default to empty tuples: read only."""
 
-    sends: list[Send] = field(default_factory=list)
-    events: list[Any] = field(default_factory=list)
+    sends: list[Send]
+    #: the trace events, in the order they happened
+    events: list[Any]
     #: (rid, outcome) of every request that ended (conductor)
-    ended: list[tuple[str, str]] = field(default_factory=list)
+    ended: Sequence[tuple[str, str]] = ()
     #: the batch chosen (worker loop, `Choose`); None when nothing can run
     batch: Any = None
     #: every `Completion` of a finished batch, in order (worker loop, `Finished`)
-    completions: list[Any] = field(default_factory=list)
+    completions: Sequence[Any] = ()

@@ -25,7 +25,8 @@ class Semantics:
 
 class NodeSpec:
     __slots__ = ("name", "inputs", "input_set", "n_inputs", "outputs", "output_ids", "loop",
-                 "async_scheduling", "stream_inputs", "plain_inputs")
+                 "async_scheduling", "stream_inputs", "plain_inputs", "registry_outputs",
+                 "counted", "clears_own_slot", "saved_by")
 
     def __init__(self, node: Node, loop: LoopSpec | None, stream_inputs: frozenset[str]) -> None:
         self.name = node.name
@@ -40,12 +41,25 @@ class NodeSpec:
         self.output_ids = frozenset(id(e) for e in node.outputs)
         self.loop = loop
         self.async_scheduling = node.async_scheduling
+        # Set by `GraphSpec` once its registries are built (see `GraphSpec._index`):
+        #: the outputs the node's registry routes when it completes (mstar
+        #: ``managed_entities[name].outputs``: a loop's declared outputs where a loop of the
+        #: same name replaced the node in a by-name registry)
+        self.registry_outputs: tuple[Edge, ...] = node.outputs
+        #: the node's registry counts its completion (it manages an entity of that name)
+        self.counted = True
+        #: a top-level node whose completion clears its slot (the registry holds it by name)
+        self.clears_own_slot = loop is None
+        #: input name -> the enclosing loops (innermost first) for which it is an external
+        #: input: each saves the first copy it sees, to route it again at every advance
+        self.saved_by: dict[str, tuple[str, ...]] = {}
 
 
 class LoopSpec:
     __slots__ = (
         "name", "max_iters", "parent", "entities", "n_entities", "entity_of", "outputs",
         "declared", "ext_inputs", "loop_back", "local_loop_back", "dynamic", "stop_by", "depth",
+        "entity_nodes", "entity_loops", "registry_name", "parent_outputs",
     )
 
     def __init__(self, loop: Loop, parent: LoopSpec | None) -> None:
@@ -67,6 +81,13 @@ class LoopSpec:
         self.dynamic = loop.stop is not None
         #: nodes whose check_stop ends the loop (None: every node of the body)
         self.stop_by = loop.stop.by if loop.stop is not None else None
+        # Set by `GraphSpec._index`: `entities` split into node names and inner loops (an
+        # iteration's reset treats the two differently), the name the enclosing registry
+        # knows this loop by, and the outputs that registry routes when the loop completes.
+        self.entity_nodes: tuple[str, ...] = ()
+        self.entity_loops: tuple[LoopSpec, ...] = ()
+        self.registry_name = loop_key(loop.name)
+        self.parent_outputs: tuple[Edge, ...] = ()
 
 
 def loop_key(name: str) -> str:
@@ -90,8 +111,11 @@ class GraphSpec:
         self.stream_inputs = stream_inputs
         self.nodes: dict[str, NodeSpec] = {}
         self.loops: dict[str, LoopSpec] = {}
+        #: `Semantics.park_in_done_loops`, read at every ingest
+        self.parks = semantics.park_in_done_loops
         self.root, self.root_of = self._registry(self._compile(section, None))
         self.n_root = len(self.root)
+        self._index()
         if semantics.loop_back_scope == "local":  # (only this scope reads them)
             for lp in self.loops.values():
                 lp.local_loop_back = frozenset(p for p in lp.loop_back if p[1] in self.nodes)
@@ -102,6 +126,31 @@ class GraphSpec:
             name: (lp.local_loop_back if semantics.loop_back_scope == "local" else lp.loop_back)
             for name, lp in self.loops.items()
         }
+
+    def _index(self) -> None:
+        """What a completion reads of the registries, worked out once per worker graph rather
+        than looked up at every forward."""
+        for ns in self.nodes.values():
+            of = self.root_of if ns.loop is None else ns.loop.entity_of
+            ns.registry_outputs = self.entity_outputs(of, ns.name)
+            ns.counted = ns.name in of
+            ns.clears_own_slot = ns.loop is None and of.get(ns.name, ns.name) == ns.name
+            for name in ns.inputs:
+                savers = []
+                lp = ns.loop
+                while lp is not None:
+                    if (name, ns.name) in lp.ext_inputs:
+                        savers.append(lp.name)
+                    lp = lp.parent
+                if savers:
+                    ns.saved_by[name] = tuple(savers)
+        for lp in self.loops.values():
+            lp.entity_nodes = tuple(k for k in lp.entities if loop_of(k) is None)
+            lp.entity_loops = tuple(self.loops[name] for k in lp.entities
+                                    if (name := loop_of(k)) is not None)
+            lp.registry_name = self.entity_name(loop_key(lp.name))
+            of = self.root_of if lp.parent is None else lp.parent.entity_of
+            lp.parent_outputs = self.entity_outputs(of, lp.registry_name)
 
     def speculates(self, node: str) -> bool:
         """mstar speculates the next iteration of an async single-node loop whose every input is

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from simharness.graph.ir import Edge, Pair
-from simharness.runtime.graph_spec import GraphSpec, LoopSpec, loop_key, loop_of
+from simharness.runtime.graph_spec import GraphSpec, LoopSpec, loop_of
 from simharness.runtime.protocol import LoopStatus
 from simharness.runtime.signals import Signal
 
@@ -46,6 +46,9 @@ CURRENT = "current"        #: stored in the node's current slot
 NEXT = "next"              #: stored in the next-iteration slot
 PARKED = "parked"          #: stored, but the node's loop is done: it will not run (Rust)
 REJECTED = "rejected"      #: refused (not this graph, not an input, or both slots full)
+
+#: what a completion that finishes no loop filters out
+NOTHING_FILTERED: frozenset[Pair] = frozenset()
 
 
 def loop_at_rest(lp: LoopStatus) -> bool:
@@ -117,39 +120,42 @@ class GraphState:
         return self.ingest(sig, can_buffer=False)
 
     def ingest(self, sig: Signal, can_buffer: bool = True) -> str:
-        ns = self.spec.nodes.get(sig.dest)
-        if ns is None or sig.name not in ns.input_set:
-            return REJECTED
+        spec = self.spec
+        ns = spec.nodes.get(sig.dest)
         name = sig.name
-        cur = self.cur[ns.name]
+        if ns is None or name not in ns.input_set:
+            return REJECTED
+        node = ns.name
+        cur = self.cur[node]
         if name not in cur:
             cur[name] = sig
             where = CURRENT
         else:
-            nxt = self.nxt[ns.name]
+            nxt = self.nxt[node]
             if not can_buffer or name in nxt:
                 return REJECTED
             nxt[name] = sig
             where = NEXT
         lp = ns.loop
         if lp is not None:
-            if self.spec.semantics.park_in_done_loops and self._loop_or_ancestor_done(lp):
+            if spec.parks and self._loop_or_ancestor_done(lp):
                 # Rust: "the slot keeps it for reset; queueing the node would start the body again"
                 return PARKED
             # The loop registries see every ingest on the way up: each loop saves the first copy
             # of each of its external inputs for re-injection at the next iteration.
-            pair = (name, ns.name)
-            while lp is not None:
-                st = self.loops[lp.name]
-                if pair in lp.ext_inputs and name not in st.saved_names:
-                    st.saved.append(sig)
-                    st.saved_names.add(name)
-                lp = lp.parent
+            savers = ns.saved_by.get(name)
+            if savers is not None:
+                loops = self.loops
+                for saver in savers:
+                    st = loops[saver]
+                    if name not in st.saved_names:
+                        st.saved.append(sig)
+                        st.saved_names.add(name)
         if len(cur) == ns.n_inputs:
             if not ns.plain_inputs:
-                self.stream_spent.add(ns.name)
-            if ns.name not in self.scheduled:
-                self.ready[ns.name] = None
+                self.stream_spent.add(node)
+            if node not in self.scheduled:
+                self.ready[node] = None
         return where
 
     def _loop_or_ancestor_done(self, lp: LoopSpec | None) -> bool:
@@ -171,8 +177,11 @@ class GraphState:
 
     def loop_context(self, node: str) -> tuple[tuple[str, int, int, bool], ...]:
         """(loop, curr_iter, max_iters, last) for each enclosing loop, innermost first."""
-        out = []
         lp = self.spec.nodes[node].loop
+        if lp is not None and lp.parent is None:  # most nodes: one loop
+            st = self.loops[lp.name]
+            return ((lp.name, st.curr_iter, lp.max_iters, st.finish or lp.max_iters == st.curr_iter + 1),)
+        out = []
         while lp is not None:
             st = self.loops[lp.name]
             out.append((lp.name, st.curr_iter, lp.max_iters,
@@ -201,52 +210,57 @@ class GraphState:
         loop outputs; saved `Signal`s for re-injected external inputs), the loop-back pairs
         filtered out, and the names of loops that finished on this completion.
         """
-        prev_done = self.done
         ns = self.spec.nodes[node]
-        finished: list[str] = []
-        spec = self.spec
-        if ns.loop is None:
-            self._root_complete(node)
+        lp = ns.loop
+        edges: list[Edge | Signal] = list(ns.registry_outputs)
+        if lp is None:
+            prev_done = self.done
+            if ns.counted:
+                self._root_complete()
             # Top-level nodes have no loop to swap their slots: the WG registry clears them here
             # (the node that holds the name in the registry, see `Semantics.entities_by_name`).
-            if spec.root_of.get(node, node) == node:
+            if ns.clears_own_slot:
                 self.cur[node].clear()
-            edges: list[Edge | Signal] = list(spec.entity_outputs(spec.root_of, node))
-            filtered: frozenset[Pair] = frozenset()
-        else:
-            lp = ns.loop
-            edges, filtered = self._loop_entity_complete(
-                self.loops[lp.name], node, spec.entity_outputs(lp.entity_of, node), finished
-            )
+            if self.done and not prev_done:
+                self.times_run += 1
+            return edges, NOTHING_FILTERED, []
+        st = self.loops[lp.name]
+        if not st.reg_done and ns.counted:
+            st.count += 1
+            st.reg_done = st.count == lp.n_entities
+        if not st.reg_done:
+            return edges, NOTHING_FILTERED, []  # the iteration goes on: nothing else changes
+        if not (lp.entity_loops or st.finish or lp.max_iters == st.curr_iter + 1):
+            # The iteration completed and the loop advances (most completions of a loop's
+            # last entity): `_complete_iter` and `_reset_entities_for_iter`, inline.
+            st.curr_iter += 1
+            st.count = 0
+            st.reg_done = False
+            cur, nxt = self.cur, self.nxt
+            for key in lp.entity_nodes:
+                cur[key], nxt[key] = nxt[key], {}
+            edges.extend(st.saved)
+            return edges, NOTHING_FILTERED, []
+        prev_done = self.done
+        finished: list[str] = []
+        filtered = self._complete_iter(st, edges, finished)
         if filtered:
+            # What a finishing loop drops is filtered out of all of this completion's edges.
             edges = [e for e in edges if (e.name, _dest(e)) not in filtered]
         if self.done and not prev_done:
             self.times_run += 1
         return edges, filtered, finished
 
-    def _root_complete(self, name: str) -> None:
-        if not self.done and name in self.spec.root_of:
+    def _root_complete(self) -> None:
+        """The worker graph's registry counts one of its entities complete."""
+        if not self.done:
             self.count += 1
             self.done = self.count == self.spec.n_root
 
-    def _loop_entity_complete(
-        self, st: LoopState, key: str, outputs: tuple[Edge, ...], finished: list[str]
-    ) -> tuple[list[Edge | Signal], frozenset[Pair]]:
-        spec = st.spec
-        if not st.reg_done and key in spec.entity_of:
-            st.count += 1
-            st.reg_done = st.count == spec.n_entities
-        edges: list[Edge | Signal] = list(outputs)
-        if not st.reg_done:
-            return edges, frozenset()
-        # What a finishing loop drops is filtered out of all of this in `complete`.
-        loop_edges, filtered = self._complete_iter(st, finished)
-        edges.extend(loop_edges)
-        return edges, filtered
-
-    def _complete_iter(
-        self, st: LoopState, finished: list[str]
-    ) -> tuple[list[Edge | Signal], frozenset[Pair]]:
+    def _complete_iter(self, st: LoopState, edges: list[Edge | Signal],
+                       finished: list[str]) -> frozenset[Pair]:
+        """Every entity of the loop completed this iteration: the loop finishes or advances.
+        Adds what it routes to `edges`; returns the loop-back pairs a finishing loop drops."""
         spec = st.spec
         if spec.max_iters == st.curr_iter + 1 or st.finish:
             st.done = True
@@ -254,18 +268,23 @@ class GraphState:
             self._clear_entities(spec)
             # The parent registry counts the loop as one entity. mstar ignores what that call
             # returns (an inner loop that closes the outer iteration loses the outer result).
-            name = self.spec.entity_name(loop_key(spec.name))
-            if spec.parent is None:
-                self._root_complete(name)
+            parent = spec.parent
+            if parent is None:
+                if spec.registry_name in self.spec.root_of:
+                    self._root_complete()
             else:
-                parent = spec.parent
-                self._loop_entity_complete(self.loops[parent.name], name,
-                                           self.spec.entity_outputs(parent.entity_of, name),
-                                           finished)
-            return list(spec.outputs), self.spec.drop_on_exit[spec.name]
+                outer = self.loops[parent.name]
+                if not outer.reg_done and spec.registry_name in parent.entity_of:
+                    outer.count += 1
+                    outer.reg_done = outer.count == parent.n_entities
+                if outer.reg_done:
+                    self._complete_iter(outer, list(spec.parent_outputs), finished)
+            edges.extend(spec.outputs)
+            return self.spec.drop_on_exit[spec.name]
         st.curr_iter += 1
         self._reset_entities_for_iter(spec)
-        return list(st.saved), frozenset()
+        edges.extend(st.saved)
+        return NOTHING_FILTERED
 
     def _clear_entities(self, spec: LoopSpec) -> None:
         """mstar ``GraphStateRegistry.clear`` on a loop's inner registry."""
@@ -290,16 +309,14 @@ class GraphState:
         st = self.loops[spec.name]
         st.count = 0
         st.reg_done = False
-        for key in spec.entities:
-            loop = loop_of(key)
-            if loop is not None:
-                inner = self.loops[loop]
-                self._reset_entities_for_iter(inner.spec)
-                inner.reset_metadata()
-            else:
-                # Loop-back inputs that arrived early become current. The node is queued only at
-                # its next ingest, even if the promoted slot is already full (mstar quirk Q5).
-                self.cur[key], self.nxt[key] = self.nxt[key], {}
+        cur, nxt = self.cur, self.nxt
+        for key in spec.entity_nodes:
+            # Loop-back inputs that arrived early become current. The node is queued only at
+            # its next ingest, even if the promoted slot is already full (mstar quirk Q5).
+            cur[key], nxt[key] = nxt[key], {}
+        for inner in spec.entity_loops:
+            self._reset_entities_for_iter(inner)
+            self.loops[inner.name].reset_metadata()
 
     # -- reset and inspection -----------------------------------------------------------------
 

@@ -10,7 +10,7 @@ worker loop differs, and ``conductor_class`` to a `Conductor` subclass when its 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -160,7 +160,9 @@ class RankRuntimeProtocol(Protocol):
 
     def offer_chunk(self, rid: str, chunk: Any) -> tuple[str | None, str]: ...
 
-    def ready_work(self) -> Iterator[tuple[str, str, str, Any]]: ...
+    def ready_work(self) -> Iterable[tuple[str, str, str, Any]]:
+        """(node, walk, rid, state) of every ready node, requests in admission order."""
+        ...
 
     def state_of(self, rid: str, walk: str, node: str) -> Any: ...
 

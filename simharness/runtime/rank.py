@@ -23,7 +23,7 @@ worker loop) calls it; it never sends anything itself. It answers:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -98,6 +98,9 @@ class RequestState:
     current: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: partition -> this rank's worker graphs of the partition's current walk, in layout order
     walk_states: dict[str, list[tuple[str, GraphState]]] = field(default_factory=dict)
+    #: the states of `walk_states`, partition after partition: what the scheduler scans for
+    #: ready nodes (rebuilt whenever `walk_states` changes, in `RankRuntime.set_walk`)
+    scan: list[GraphState] = field(default_factory=list)
     #: partition -> loops stopped in its current pass (mstar ``loop_stop_times``)
     stopped: dict[str, set[str]] = field(default_factory=dict)
     #: stream edge name -> the StreamBuffer of its consumer on this rank
@@ -105,6 +108,36 @@ class RequestState:
     #: the partitions the request runs (the others are done from the start)
     partitions: frozenset[str] = frozenset()
 
+
+
+class _NodePlan:
+    """What a completion of one node in one walk reads that is fixed for the rank: its worker
+    graph, partition and innermost loop, whether it takes stream chunks, and per declared edge
+    (by identity: the scenario's own `Edge` objects, alive as long as the rank) the fields of
+    the signal it makes and the worker graph it is routed to (None: the client or the
+    conductor, or a stream)."""
+
+    __slots__ = ("wg", "partition", "loop", "streamed", "dest_wg", "own", "edges")
+
+    def __init__(self, wg: str, partition: str, loop: str | None, streamed: bool,
+                 dest_wg: dict[str, str], own: frozenset[int]) -> None:
+        self.wg = wg
+        self.partition = partition
+        self.loop = loop
+        self.streamed = streamed
+        self.dest_wg = dest_wg
+        self.own = own
+        self.edges: dict[int, tuple[str, str, bool, bool, int, str, bool, str | None]] = {}
+
+    def edge(self, e: Edge, payloads: dict[str, int], default_payload: int
+             ) -> tuple[str, str, bool, bool, int, str, bool, str | None]:
+        """The plan of declared edge `e`, made at its first routing and kept."""
+        dest = e.to
+        to_wg = None if e.stream or dest in (CLIENT, CONDUCTOR) else self.dest_wg[dest]
+        ep = self.edges[id(e)] = (
+            e.name, dest, e.persist, e.new_token, payloads.get(e.name, default_payload),
+            ORIGIN_NODE if id(e) in self.own else ORIGIN_LOOP_OUTPUT, e.stream, to_wg)
+        return ep
 
 
 class Labels(dict):
@@ -150,6 +183,8 @@ class RankRuntime:
         self._payloads = scenario.payloads
         self._default_payload = scenario.payload_bytes("")
         self._seq = 0
+        #: (walk, node) -> what routing its completion reads, made at its first completion here
+        self._plans: dict[tuple[str, str], _NodePlan] = {}
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -174,6 +209,7 @@ class RankRuntime:
         if req.current.get(part) != (walk, pass_no):
             if part not in req.current or req.current[part][0] != walk:
                 req.walk_states[part] = _states_of_walk(req, walk)
+                req.scan = [st for states in req.walk_states.values() for _, st in states]
             if part in req.current and req.current[part][1] != pass_no:
                 req.stopped[part] = set()  # a new pass starts with no loop stopped
             req.current[part] = (walk, pass_no)
@@ -193,11 +229,13 @@ class RankRuntime:
         # stream chunk from an earlier pass of the producer's partition, arriving after the
         # walk-start of that partition's next walk, must not turn the partition back.
         req = self.requests[rid]
-        for sig in signals:
-            if not sig.stream:
-                self.set_walk(rid, walk, pass_no)
-                break
-        states = req.walk_states.get(self.partition_of[walk], [])
+        part = self.partition_of[walk]
+        if req.current.get(part) != (walk, pass_no):
+            for sig in signals:
+                if not sig.stream:
+                    self.set_walk(rid, walk, pass_no)
+                    break
+        states = req.walk_states.get(part, ())
         out = []
         for sig in signals:
             if sig.stream:
@@ -261,13 +299,12 @@ class RankRuntime:
 
     # -- scheduling ---------------------------------------------------------------------------
 
-    def ready_work(self) -> Iterator[tuple[str, str, str, GraphState]]:
-        """(node, walk, rid, state) for every ready node, requests in admission order."""
-        for rid, req in self.requests.items():
-            for states in req.walk_states.values():
-                for _, st in states:
-                    for node in st.ready:
-                        yield node, st.spec.walk, rid, st
+    def ready_work(self) -> Iterable[tuple[str, str, str, GraphState]]:
+        """(node, walk, rid, state) for every ready node, requests in admission order (a list:
+        built in one comprehension, cheaper than a generator resumed per item)."""
+        return [(node, st.spec.walk, rid, st)
+                for rid, req in self.requests.items() for st in req.scan if st.ready
+                for node in st.ready]
 
     def state_of(self, rid: str, walk: str, node: str) -> GraphState | None:
         req = self.requests.get(rid)
@@ -314,79 +351,76 @@ class RankRuntime:
 
     def complete(self, rid: str, node: str, walk: str) -> Completion:
         req = self.requests[rid]
-        part = self.partition_of[walk]
-        wg_id = self.wg_of[(walk, node)]
+        plan = self._plans.get((walk, node)) or self._plan_of(walk, node)
+        wg_id = plan.wg
         st = req.states[wg_id]
-        ns = st.spec.nodes[node]
-        if ns.loop is None:
+        if plan.loop is None:
             counter, ctx = None, ()
         else:
-            counter = st.loops[ns.loop.name].curr_iter
             ctx = st.loop_context(node)
-        consumed_final = bool(ns.stream_inputs) and any(
+            counter = ctx[0][1]  # the innermost loop's curr_iter
+        consumed_final = plan.streamed and any(
             type(s) is ChunkSignal and s.final for s in st.inputs(node).values())
         st.clear_current(node)
         items, filtered, finished = st.complete(node)
+        part = plan.partition
         pass_no = req.current[part][1]
         rank = self.rank
         wg_ranks = req.assignment.wg_ranks
         src_group = wg_ranks[wg_id]
         tp = src_group.index(rank) if len(src_group) > 1 else 0
-        done = Completion(rid, node, walk, part, wg_id, pass_no, counter, ctx, filtered, finished, tp)
-        done.partition_done = consumed_final
-        states = req.states
-        dest_wg_of = self._dest_wg[walk]
-        routes = done.routes
-        add_route = routes.append
-        local_label, rank_label = self._local_label, self._rank_label
-        own = ns.output_ids
-        payloads, default_payload = self._payloads, self._default_payload
+        done = Completion(rid, node, walk, part, wg_id, pass_no, counter, ctx, filtered, finished,
+                          tp, partition_done=consumed_final)
+        add_route = done.routes.append
+        edge_plans = plan.edges
+        #: signals for peer ranks, with the destination's ranks: sent after the done-sweep, so
+        #: each peer's message lists streamed items first (`_route_stream` files them as it goes)
         externals: list[tuple[Signal, tuple[int, ...]]] = []
+        seq = self._seq
         for item in items:
             if type(item) is Edge:
-                self._seq += 1
-                sig = Signal(item.name, item.to, item.persist, item.new_token,
-                             payloads.get(item.name, default_payload), node, rank, walk, pass_no,
-                             counter, ORIGIN_NODE if id(item) in own else ORIGIN_LOOP_OUTPUT,
-                             self._seq, item.stream)
-            else:
+                ep = edge_plans.get(id(item)) or plan.edge(item, self._payloads, self._default_payload)
+                name, dest, persist, new_token, nbytes, origin, stream, dest_wg = ep
+                seq += 1
+                sig = Signal(name, dest, persist, new_token, nbytes, node, rank, walk, pass_no,
+                             counter, origin, seq, stream)
+            else:  # a loop's saved external input, routed again at the next iteration
                 sig = item
-            if sig.new_token:
+                dest, persist, new_token, stream = sig.dest, sig.persist, sig.new_token, sig.stream
+                dest_wg = None if stream or dest in (CLIENT, CONDUCTOR) else plan.dest_wg[dest]
+            if new_token:
                 done.new_tokens += 1
-            if sig.persist:
+            if persist:
                 # Every rank of a TP instance persists its own copy (the conductor keeps all).
                 done.to_conductor.append(sig)
                 add_route((sig, CONDUCTOR))
-            if sig.stream:
+            if stream:
                 if tp == 0:  # only the instance's rank 0 streams
                     self._route_stream(done, req, sig, part)
                 continue
-            dest = sig.dest
-            if dest == CLIENT:
-                if tp == 0:  # only the instance's rank 0 emits
+            if dest_wg is None:  # the client or the conductor
+                if dest == CLIENT and tp == 0:  # only the instance's rank 0 emits
                     done.to_client.append(sig)
                     add_route((sig, CLIENT))
                 continue
-            if dest == CONDUCTOR:
-                continue
-            dest_wg = dest_wg_of[dest]
             ranks = wg_ranks[dest_wg]
             if rank in ranks:
-                if states[dest_wg].ingest(sig) is REJECTED:
+                if req.states[dest_wg].ingest(sig) is REJECTED:
                     # mstar sends a refused local edge to itself over the message path.
                     done.to_ranks.setdefault(rank, []).append(sig)
-                    add_route((sig, rank_label[rank]))
+                    add_route((sig, self._rank_label[rank]))
                 else:
-                    add_route((sig, local_label[dest_wg]))
+                    add_route((sig, self._local_label[dest_wg]))
             if tp == 0 and (len(ranks) > 1 or ranks[0] not in src_group):
                 externals.append((sig, ranks))
+        self._seq = seq
         # The done-sweep runs after local ingest and before anything leaves this rank.
         current = req.walk_states[part] if req.current[part][0] == walk else _states_of_walk(req, walk)
         for wid, wst in current:
             if wst.done:
                 done.completed_wgs.append(wid)
                 wst.reset()
-        to_ranks = done.to_ranks
+        to_ranks, rank_label = done.to_ranks, self._rank_label
         for sig, ranks in externals:
             # Replicated fan-out: rank 0 of the source instance sends to every destination rank
             # outside its own group; a rank inside it already took its own copy.
@@ -398,6 +432,14 @@ class RankRuntime:
                     bucket.append(sig)
                     add_route((sig, rank_label[r]))
         return done
+
+    def _plan_of(self, walk: str, node: str) -> _NodePlan:
+        wg_id = self.wg_of[(walk, node)]
+        ns = self.specs[wg_id].nodes[node]
+        plan = self._plans[(walk, node)] = _NodePlan(
+            wg_id, self.partition_of[walk], ns.loop.name if ns.loop is not None else None,
+            bool(ns.stream_inputs), self._dest_wg[walk], ns.output_ids)
+        return plan
 
     def _route_stream(self, done: Completion, req: RequestState, sig: Signal, part: str) -> None:
         conn, _consumer, wgs = self._streams[(part, sig.name)]

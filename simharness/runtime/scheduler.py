@@ -16,7 +16,7 @@ Modelled on mstar's ``MicroScheduler`` (reference/mstar_semantics.md section 4.3
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from simharness.runtime.graph_state import GraphState
@@ -46,10 +46,14 @@ class MicroScheduler:
         gate: Callable[[str, str, str, GraphState], str],
         batching: str = "minibatch",
         held: Callable[[str, str, str, GraphState], None] | None = None,
+        gated: Collection[str] | None = None,
     ) -> None:
-        self._max_batch = max_batch if batching == "backlog" else (lambda node, walk: None)
+        #: the cap of a (node, walk) batch; None: no cap (minibatch: the engine splits it)
+        self._max_batch = max_batch if batching == "backlog" else None
         #: why the engine holds a node for a request now ("" when it does not); pure
         self._gate = gate
+        #: the nodes the gate may hold (None: any); the gate is not asked about the others
+        self._gated = gated
         #: told of every (node, walk, rid, state) the gate held, in the order it held them (the
         #: worker loop starts the KV pull a held node waits for)
         self._held = held or (lambda node, walk, rid, st: None)
@@ -79,23 +83,39 @@ class MicroScheduler:
     ) -> Batch | None:
         """The next batch; `skip(node, walk, rid)` hides work this rank must not initiate (a TP
         follower's), `exclude` hides one (node, walk) pair this time (a speculation yield)."""
-        batch = self._from_backlog(runtime, blocked)
-        if batch is not None:
-            return batch
+        if self.backlog:
+            batch = self._from_backlog(runtime, blocked)
+            if batch is not None:
+                return batch
         ready: dict[tuple[str, str], list[tuple[str, GraphState]]] = {}
-        gate = self._gate
-        for node, walk, rid, st in runtime.ready_work():
-            if rid in blocked or (node, walk) == exclude or (skip is not None and skip(node, walk, rid)):
+        gate, gated = self._gate, self._gated
+        work = runtime.ready_work()
+        if not (blocked or exclude or skip or gated):
+            # Nothing is held back (most scheduling passes): group the ready work as it comes.
+            for node, walk, rid, st in work:
+                group = ready.get((node, walk))
+                if group is None:
+                    ready[(node, walk)] = [(rid, st)]
+                else:
+                    group.append((rid, st))
+            work = ()
+        for node, walk, rid, st in work:
+            key = (node, walk)
+            if rid in blocked or key == exclude or (skip is not None and skip(node, walk, rid)):
                 continue
-            if gate(node, walk, rid, st):
+            if (gated is None or node in gated) and gate(node, walk, rid, st):
                 self._held(node, walk, rid, st)
                 continue
-            ready.setdefault((node, walk), []).append((rid, st))
+            group = ready.get(key)
+            if group is None:
+                ready[key] = [(rid, st)]
+            else:
+                group.append((rid, st))
         if not ready:
             return None
         last = self.last_scheduled
-        best = min(ready, key=lambda k: last.get(k, 0))
-        if self.tie_break is not None:
+        best = min(ready, key=lambda k: last.get(k, 0)) if len(ready) > 1 else next(iter(ready))
+        if self.tie_break is not None and len(ready) > 1:
             low = last.get(best, 0)
             tied = [k for k in ready if last.get(k, 0) == low]
             if len(tied) > 1:
@@ -114,7 +134,7 @@ class MicroScheduler:
                 st = runtime.state_of(rid, walk, node)
                 if st is None or rid in blocked:
                     continue
-                if self._gate(node, walk, rid, st):
+                if (self._gated is None or node in self._gated) and self._gate(node, walk, rid, st):
                     self._held(node, walk, rid, st)
                     continue
                 runnable.append(rid)
@@ -140,7 +160,7 @@ class MicroScheduler:
         return Batch(node, walk, rids, self.batch_number, **flags)
 
     def _cap(self, key: tuple[str, str], rids: list[str]) -> Batch:
-        cap = self._max_batch(key[0], key[1])
+        cap = None if self._max_batch is None else self._max_batch(key[0], key[1])
         if cap is not None and len(rids) > cap:
             rest = rids[cap:]
             rids = rids[:cap]

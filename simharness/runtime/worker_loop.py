@@ -3,7 +3,8 @@
 Modelled on mstar's worker loop (reference/mstar_semantics.md sections 4.1-4.5, 5.2, 6.1,
 6.2). A driver (`simharness.drive.worker.worker_main`) hands it, in this order:
 
-* `Arrived(msg)` for every message that arrived while the worker was busy;
+* `Received(msgs)` with the messages that arrived while the worker was busy, in arrival
+  order (or `Arrived(msg)`, one message);
 * `CHOOSE` to pick the next batch (`Effects.batch`); choosing also polls the StreamBuffers (at
   most one chunk per stream) and may start KV pulls and send SCHEDULE_TP (`Effects.sends`);
 * `Started(batch, duration)` when it begins, `Finished(batch)` when it has executed: the sends
@@ -42,7 +43,7 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.rng import draw_stop
-from simharness.runtime.effects import Arrived, Choose, Effects, Finished, Started
+from simharness.runtime.effects import Arrived, Choose, Effects, Finished, Received, Started
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.graph_state import REJECTED, GraphState
 from simharness.runtime.messages import (
@@ -100,7 +101,8 @@ class WorkerLoop:
         self.nodes = nodes
         self.seed = seed
         self.scenario = runtime.layout.scenario
-        self.scheduler = MicroScheduler(nodes.max_batch, self.gate, policy.batching, self.held)
+        self.scheduler = MicroScheduler(nodes.max_batch, self.gate, policy.batching, self.held,
+                                        gated=self.scenario.gated_nodes)
         self.busy = False
         self.in_flight: set[str] = set()
         #: rid -> this rank's record of the request
@@ -119,14 +121,19 @@ class WorkerLoop:
         self._gated = self.scenario.gated_nodes
         #: nodes inside a dynamic loop (their check_stop may end it)
         self._dynamic_nodes = self.scenario.dynamic_nodes
+        #: a request has a StreamBuffer only where the layout routes a stream
+        self._streams = bool(runtime.layout.stream_routes)
 
     # -- the door -----------------------------------------------------------------------------
 
     def handle_stimulus(self, stimulus: Any, now: float) -> Effects:
         t = type(stimulus)
         batch = None
-        if t is Arrived:
-            sends = self._on_message(stimulus.msg, now)
+        if t is Received:
+            sends: list[Send] = []
+            on_message = self._on_message
+            for msg in stimulus.msgs:
+                on_message(msg, now, sends)
         elif t is Choose:
             batch = self._choose(now)
             sends = self._outbox()
@@ -135,12 +142,18 @@ class WorkerLoop:
             sends = []
         elif t is Finished:
             sends = self._finish(stimulus.batch, now)
+        elif t is Arrived:
+            sends = []
+            self._on_message(stimulus.msg, now, sends)
         else:
-            raise TypeError(f"a worker loop takes Arrived, Choose, Started or Finished, not {t.__name__}")
+            raise TypeError(f"a worker loop takes Received, Arrived, Choose, Started or Finished, "
+                            f"not {t.__name__}")
         events = self._events[:]
         self._events.clear()
-        completions, self._completions = self._completions, []
-        return Effects(sends=sends, events=events, batch=batch, completions=completions)
+        completions = self._completions
+        if completions:
+            self._completions = []
+        return Effects(sends, events, (), batch, completions)
 
     def unprocessed_pairs(self) -> list[tuple[str, str]]:
         """(request, message kind) of every message parked unprocessed, in arrival order."""
@@ -154,12 +167,22 @@ class WorkerLoop:
 
     # -- messages -----------------------------------------------------------------------------
 
-    def _on_message(self, msg: Any, now: float) -> list[Send]:
+    def _on_message(self, msg: Any, now: float, sends: list[Send]) -> None:
+        """Handle one message; what it sends is appended to `sends`."""
+        runtime = self.runtime
+        if type(msg) is InputSignals:  # most messages: checked first
+            rid = msg.rid
+            if rid not in runtime.requests:
+                self.teardown.hold(msg, now)
+            else:
+                if msg.kv is not None:
+                    self.kv.learn(self.records[rid], msg.kv)
+                self._ingest(rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
+            return
         if isinstance(msg, ScheduleTp):
             self.lockstep.follow.append(msg)
-            return []
+            return
         rid = msg.rid
-        runtime = self.runtime
         if isinstance(msg, NewRequest):
             rec = self.records[rid] = RequestRecord(msg.kind)
             first_walk, first_pass = next(iter(msg.current.values()))
@@ -174,13 +197,12 @@ class WorkerLoop:
             for walk, sigs in by_walk.items():
                 self._ingest(rid, walk, msg.current[runtime.partition_of[walk]][1], sigs,
                              CONDUCTOR_ID, now)
-            out: list[Send] = []
             for early in self.teardown.early.pop(rid, ()):
-                out.extend(self._on_message(early, now))
-            return out
+                self._on_message(early, now, sends)
+            return
         if rid not in runtime.requests:
             self.teardown.hold(msg, now)
-            return []
+            return
         if isinstance(msg, InputSignals):
             if msg.kv is not None:
                 self.kv.learn(self.records[rid], msg.kv)
@@ -197,16 +219,20 @@ class WorkerLoop:
             self.emit(ev.KvPulled(now, self.rank, rid, msg.label, msg.src, msg.tokens))
         elif isinstance(msg, RemoveRequest):
             if msg.source == "conductor" and self.lockstep.follows(rid):
-                return []  # a TP follower waits for its leader's copy
+                return  # a TP follower waits for its leader's copy
             if rid in self.in_flight:
                 self.teardown.pending.add(rid)
             else:
-                return self._remove(rid, now)
-        return []
+                sends.extend(self._remove(rid, now))
 
     def _ingest(self, rid: str, walk: str, pass_no: int, signals: list[Signal], src: int, now: float) -> None:
         outcomes = tuple(self.runtime.deliver(rid, walk, pass_no, signals))
         self.emit(ev.Delivered(now, self.rank, rid, walk, pass_no, src, outcomes))
+        for _, _, outcome in outcomes:
+            if outcome is REJECTED:
+                break
+        else:
+            return
         lost = tuple([s for s, _, o in outcomes if o is REJECTED])
         if lost:
             self.emit(ev.Dropped(now, self.rank, rid, "input_signals",
@@ -232,7 +258,9 @@ class WorkerLoop:
     # -- engine gates -------------------------------------------------------------------------
 
     def gate(self, node: str, walk: str, rid: str, st: GraphState) -> str:
-        """Why the engine would not run `node` for `rid` now ("" when it would). Pure."""
+        """Why the engine would not run `node` for `rid` now ("" when it would). Pure. Only the
+        scenario's gated nodes (`Scenario.gated_nodes`: a scripted gate or a KV-cache label) can
+        be held: the scheduler asks about no other node."""
         if node not in self._gated:
             return ""
         return self.nodes.gate(node, st) or self.kv.wait(node, rid)
@@ -310,6 +338,8 @@ class WorkerLoop:
     # -- streams ------------------------------------------------------------------------------
 
     def _poll_streams(self, now: float) -> None:
+        if not self._streams:
+            return
         runtime = self.runtime
         for rid, req in runtime.requests.items():
             if not req.buffers:
@@ -355,48 +385,62 @@ class WorkerLoop:
         emit = self.emit
         rank = self.rank
         runtime = self.runtime
+        requests = runtime.requests
+        complete = runtime.complete
         completions = self._completions
         node, walk, number, start = batch.node, batch.walk, batch.number, batch.start
         spec = self.speculation
         stops_before, spec.pending_stops = spec.pending_stops, set()
         sends: list[Send] = []
         label = self.nodes.kv_label(node) if node in self._gated else None
-        dynamic = self._dynamic_nodes
+        # Only a speculative batch (its overshoot) and a node that may stop a dynamic loop read
+        # the request's state before it completes.
+        reads_state = batch.speculative or node in self._dynamic_nodes
         for rid in batch.rids:
-            if rid not in runtime.requests:
+            if rid not in requests:
                 continue
-            st = runtime.state_of(rid, walk, node)
-            if batch.speculative and rid in stops_before:
-                # The loop stopped in the previous batch: this speculative forward overshot.
-                st.clear_current(node)
-                emit(ev.Overshoot(now, rank, rid, walk, node, st.counter(node)))
-                continue
-            stops = self._check_stop(rid, node, walk, st) if node in dynamic else None
-            if stops:
-                req = runtime.requests[rid]
-                part = runtime.partition_of[walk]
-                peers = runtime.stop_loops(rid, walk, stops)
-                spec.pending_stops.add(rid)
-                for loop in stops:
-                    emit(ev.LoopStopped(now, rank, rid, part, loop, "self", rank))
-                if peers:
-                    msg = StopLoops(rid=rid, partition=part, loops=stops, src=rank,
-                                    pass_no=req.current[part][1])
-                    sends.extend(Send(p, 0, msg) for p in peers)
-            c = runtime.complete(rid, node, walk)
+            if reads_state:
+                st = runtime.state_of(rid, walk, node)
+                if batch.speculative and rid in stops_before:
+                    # The loop stopped in the previous batch: this speculative forward overshot.
+                    st.clear_current(node)
+                    emit(ev.Overshoot(now, rank, rid, walk, node, st.counter(node)))
+                    continue
+                stops = self._check_stop(rid, node, walk, st) if node in self._dynamic_nodes else None
+                if stops:
+                    sends.extend(self._stop(rid, walk, stops, now))
+            c = complete(rid, node, walk)
             completions.append(c)
             if label is not None:
                 rec = self.records[rid]
                 known = rec.kv_known.get(label, (rank, 0))[1]
                 rec.kv_local[label] = max(rec.kv_local.get(label, 0), known) + self.nodes.tokens(node, walk)
+            finished, wgs = c.finished_loops, c.completed_wgs
             emit(ev.Forward(now, rank, rid, walk, node, c.pass_no, c.counter, c.wg, number, start,
-                            c.loop_context, tuple(c.routes), in_order(c.filtered) if c.filtered else (),
-                            tuple(c.finished_loops), tuple(c.completed_wgs)))
+                            c.loop_context, tuple(c.routes),
+                            in_order(c.filtered) if c.filtered else (),
+                            tuple(finished) if finished else (), tuple(wgs) if wgs else ()))
         # mstar sends per request: INPUT_SIGNALS to peers, emits, streams, then the report.
         route = self.reports.route
         for c in completions:
-            sends.extend(route(c, label, now))
+            route(c, label, now, sends)
         return sends
+
+    def _stop(self, rid: str, walk: str, stops: list[str], now: float) -> list[Send]:
+        """This forward's ``check_stop`` ended `stops`: register them here, and STOP_LOOPS to
+        every peer with a copy of them."""
+        runtime = self.runtime
+        req = runtime.requests[rid]
+        part = runtime.partition_of[walk]
+        peers = runtime.stop_loops(rid, walk, stops)
+        self.speculation.pending_stops.add(rid)
+        for loop in stops:
+            self.emit(ev.LoopStopped(now, self.rank, rid, part, loop, "self", self.rank))
+        if not peers:
+            return []
+        msg = StopLoops(rid=rid, partition=part, loops=stops, src=self.rank,
+                        pass_no=req.current[part][1])
+        return [Send(p, 0, msg) for p in peers]
 
 
 __all__ = ["WorkerLoop"]

@@ -307,25 +307,27 @@ class Reports:
     def __init__(self, loop: WorkerLoop) -> None:
         self.loop = loop
 
-    def route(self, c: Completion, label: str | None, now: float) -> list[Send]:
-        """The sends of one completion, and its report when it completed worker graphs."""
+    def route(self, c: Completion, label: str | None, now: float, sends: list[Send]) -> None:
+        """Append the sends of one completion to `sends`, and its report when it completed
+        worker graphs."""
         loop = self.loop
         rank = loop.rank
-        sends = []
         rec = loop.records[c.rid]
         to_ranks = c.to_ranks
-        for r in sorted(to_ranks) if len(to_ranks) > 1 else to_ranks:
-            sigs = to_ranks[r]
-            nbytes = 0
-            for s in sigs:
-                nbytes += s.nbytes
-            sends.append(Send(r, nbytes, InputSignals(rid=c.rid, walk=c.walk, pass_no=c.pass_no,
-                                                      signals=sigs, src=rank)))
+        if to_ranks:
+            rid, walk, pass_no = c.rid, c.walk, c.pass_no
+            for r in sorted(to_ranks) if len(to_ranks) > 1 else to_ranks:
+                sigs = to_ranks[r]
+                nbytes = 0
+                for s in sigs:
+                    nbytes += s.nbytes
+                sends.append(Send(r, nbytes, InputSignals(rid=rid, walk=walk, pass_no=pass_no,
+                                                          signals=sigs, src=rank)))
         if c.to_conductor:
             rec.persist.extend(c.to_conductor)
-        for s in c.to_client:
-            sends.append(Send(CLIENT_ID, s.nbytes, ResultTensors(rid=c.rid, rank=rank, signal=s)))
         if c.to_client:
+            for s in c.to_client:
+                sends.append(Send(CLIENT_ID, s.nbytes, ResultTensors(rid=c.rid, rank=rank, signal=s)))
             rec.emits += len(c.to_client)
         if c.new_tokens and c.tp_rank == 0:
             rec.tokens += c.new_tokens
@@ -347,4 +349,3 @@ class Reports:
                 pass_no=c.pass_no, emits=emits, partition_done=c.partition in done_parts,
                 new_tokens=tokens, kv=kv, tp_rank=c.tp_rank)))
             rec.partitions_done = done_parts - {c.partition}
-        return sends
