@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+import msgspec
+
 from simharness import events as ev
 from simharness import interrupts
 from simharness.checks.base import rid_order
@@ -139,6 +141,8 @@ def _norm(value: Any) -> Any:
                 value.origin)
     if isinstance(value, tuple | list):
         return tuple(_norm(v) for v in value)
+    if isinstance(value, msgspec.Struct):  # a record inside an event (`BlockedNode`)
+        return _norm(msgspec.structs.astuple(value))
     return value
 
 
@@ -149,7 +153,7 @@ def _routes(e: ev.Forward) -> Counter[tuple[str, str, str]]:
 def first_divergence(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any] | None:
     """The first event at which two traces differ, described; None when they are the same."""
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if type(x) is type(y) and _norm(tuple(x)) == _norm(tuple(y)):
+        if type(x) is type(y) and _norm(x) == _norm(y):
             continue
         out: dict[str, Any] = {"kind": "first_divergence", "index": i,
                                "event": _describe(x), "other": _describe(y),
@@ -206,7 +210,7 @@ def _summary(x: Any, y: Any) -> str:
     if type(x) is not type(y) or any(getattr(x, k, None) != getattr(y, k, None)
                                      for k in ("rid", "node", "rank", "walk")):
         return f"{_where(x)} | {_where(y)}"
-    fields = [f for f in x._fields if _norm(getattr(x, f)) != _norm(getattr(y, f))]
+    fields = [f for f in x.__struct_fields__ if _norm(getattr(x, f)) != _norm(getattr(y, f))]
     return f"{_where(x)}: differs in {', '.join(fields)}"
 
 

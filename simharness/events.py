@@ -12,7 +12,7 @@ sequence number) for people.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import msgspec
 
 from simharness.runtime.signals import Signal
 
@@ -20,13 +20,21 @@ from simharness.runtime.signals import Signal
 SignalRef = Signal
 
 
-class Submitted(NamedTuple):
+class _Event(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """Base of every event and of the records inside one (`BlockedNode`): an immutable msgspec
+    Struct, built in C (several per forward), encoded as the array of its fields (which is what
+    the trace digest hashes), compared by value, and not tracked by the cyclic garbage collector
+    (a kept trace holds hundreds of thousands; an event only holds values and tuples of them, so
+    it is never part of a cycle)."""
+
+
+class Submitted(_Event):
     t: float
     rid: str
     request_kind: str
 
 
-class Admitted(NamedTuple):
+class Admitted(_Event):
     t: float
     rid: str
     request_kind: str
@@ -35,14 +43,14 @@ class Admitted(NamedTuple):
     placement: tuple[tuple[str, tuple[int, ...]], ...]
 
 
-class WalkStarted(NamedTuple):
+class WalkStarted(_Event):
     t: float
     rid: str
     walk: str
     pass_no: int
 
 
-class BatchStarted(NamedTuple):
+class BatchStarted(_Event):
     t: float
     rank: int
     node: str
@@ -52,7 +60,7 @@ class BatchStarted(NamedTuple):
     duration: float
 
 
-class Forward(NamedTuple):
+class Forward(_Event):
     """One node forward for one request, recorded when its batch completes, with what the
     completion routed where (``local:<wg>``, ``rank:<r>``, client, conductor)."""
 
@@ -74,7 +82,7 @@ class Forward(NamedTuple):
     completed_wgs: tuple[str, ...]
 
 
-class Delivered(NamedTuple):
+class Delivered(_Event):
     """A message's signals arrived at a rank: (signal, worker graph or "", outcome) each."""
 
     t: float
@@ -86,7 +94,7 @@ class Delivered(NamedTuple):
     outcomes: tuple[tuple[SignalRef, str, str], ...]
 
 
-class Dropped(NamedTuple):
+class Dropped(_Event):
     """A signal or message that went nowhere, and why."""
 
     t: float
@@ -97,7 +105,7 @@ class Dropped(NamedTuple):
     signals: tuple[SignalRef, ...]
 
 
-class WorkerGraphsDone(NamedTuple):
+class WorkerGraphsDone(_Event):
     t: float
     rank: int
     rid: str
@@ -105,14 +113,14 @@ class WorkerGraphsDone(NamedTuple):
     pass_no: int
 
 
-class PassDone(NamedTuple):
+class PassDone(_Event):
     t: float
     rid: str
     walk: str
     pass_no: int
 
 
-class UnexpectedReport(NamedTuple):
+class UnexpectedReport(_Event):
     """A worker-graph-done report the conductor did not wait for."""
 
     t: float
@@ -122,14 +130,14 @@ class UnexpectedReport(NamedTuple):
     reason: str
 
 
-class RequestEnded(NamedTuple):
+class RequestEnded(_Event):
     t: float
     rid: str
     outcome: str  # completed | hung | timeout
     walks_done: int
 
 
-class Removed(NamedTuple):
+class Removed(_Event):
     """A rank tore a request down; what it still held (a clean run holds nothing)."""
 
     t: float
@@ -140,14 +148,14 @@ class Removed(NamedTuple):
     leftovers: tuple[str, ...]
 
 
-class Emitted(NamedTuple):
+class Emitted(_Event):
     t: float
     rank: int
     rid: str
     signal: SignalRef
 
 
-class Stalled(NamedTuple):
+class Stalled(_Event):
     """A request stopped making progress: at quiescence, or at its timeout."""
 
     t: float
@@ -161,7 +169,7 @@ class Stalled(NamedTuple):
     blocked: tuple[BlockedNode, ...]
 
 
-class BlockedNode(NamedTuple):
+class BlockedNode(_Event):
     rank: int
     wg: str
     node: str
@@ -176,7 +184,7 @@ class BlockedNode(NamedTuple):
     queued: bool
 
 
-class LoopStopped(NamedTuple):
+class LoopStopped(_Event):
     """A dynamic stop registered on a rank: by its own check_stop, or by a peer's STOP_LOOPS."""
 
     t: float
@@ -188,7 +196,7 @@ class LoopStopped(NamedTuple):
     src: int
 
 
-class Overshoot(NamedTuple):
+class Overshoot(_Event):
     """A speculative forward whose loop stopped just before: executed, output discarded."""
 
     t: float
@@ -199,7 +207,7 @@ class Overshoot(NamedTuple):
     counter: int | None
 
 
-class ChunkPopped(NamedTuple):
+class ChunkPopped(_Event):
     """A StreamBuffer released a chunk: which items (producer sequence numbers), final or not."""
 
     t: float
@@ -213,21 +221,21 @@ class ChunkPopped(NamedTuple):
     policy: str
 
 
-class PartitionDone(NamedTuple):
+class PartitionDone(_Event):
     t: float
     rid: str
     partition: str
     reason: str  # final_chunk | walks_done | max_tokens
 
 
-class ProducerDoneSent(NamedTuple):
+class ProducerDoneSent(_Event):
     t: float
     rid: str
     partition: str
     ranks: tuple[int, ...]
 
 
-class KvPulled(NamedTuple):
+class KvPulled(_Event):
     t: float
     rank: int
     rid: str
@@ -236,7 +244,7 @@ class KvPulled(NamedTuple):
     tokens: int
 
 
-class KvUsed(NamedTuple):
+class KvUsed(_Event):
     """A KV-cache node started on a rank: tokens held there, and tokens it needed from elsewhere."""
 
     t: float
@@ -249,7 +257,7 @@ class KvUsed(NamedTuple):
     need: int
 
 
-class RunEnded(NamedTuple):
+class RunEnded(_Event):
     """The final state of every rank and of the conductor."""
 
     t: float

@@ -18,7 +18,7 @@ names a digest of another scheme instead of reporting it as a changed trace.
 A run keeps its events in memory only when something needs them afterwards (a trace file, a
 report, a diff of two runs): ``keep=True``. Otherwise the digest is computed as events happen
 and memory does not grow with the length of the run; the digest is the same either way (events
-are immutable tuples of immutable values, so their encoding at emission is their encoding at
+are immutable records of immutable values, so their encoding at emission is their encoding at
 the end).
 """
 
@@ -143,7 +143,7 @@ def other_scheme(digest: str) -> str | None:
 def canonical(event: Any) -> str:
     """An event as one line of text, for people (diffs, messages); the digest does not hash it.
     Signals print as their compact identity (see `Signal.__repr__`)."""
-    return type(event).__name__ + tuple.__repr__(event)
+    return type(event).__name__ + repr(msgspec.structs.astuple(event))
 
 
 def event_bytes(event: Any) -> bytes:
@@ -172,12 +172,12 @@ def to_json(event: Any) -> dict[str, Any]:
     def conv(v: Any) -> Any:
         if isinstance(v, Signal):
             return v.to_json()
-        if hasattr(v, "_asdict"):
-            return {k: conv(x) for k, x in v._asdict().items()}
+        if isinstance(v, msgspec.Struct):  # a record inside an event (`BlockedNode`)
+            return {k: conv(x) for k, x in msgspec.structs.asdict(v).items()}
         if isinstance(v, tuple | list):
             return [conv(x) for x in v]
         return v
 
     out = {"event": type(event).__name__}
-    out.update({k: conv(v) for k, v in event._asdict().items()})
+    out.update({k: conv(v) for k, v in msgspec.structs.asdict(event).items()})
     return out

@@ -52,14 +52,14 @@ def test_the_first_difference_is_the_first_event_whose_encoding_differs(scenario
     b, _ = simulate(sc)
     assert _first_difference(a.events, b.events) == len(a.events)
     changed = list(b.events)
-    changed[40] = changed[40]._replace(t=changed[40].t + 1.0)
+    changed[40] = msgspec.structs.replace(changed[40], t=changed[40].t + 1.0)
     assert _first_difference(a.events, changed) == 40
     # a field of a signal inside an event that its text (its identity) does not show
     i = next(i for i, e in enumerate(a.events) if type(e).__name__ == "Delivered")
     sig, wg, how = a.events[i].outcomes[0]
     other = msgspec.structs.replace(sig, nbytes=sig.nbytes + 1)
     changed = list(b.events)
-    changed[i] = changed[i]._replace(outcomes=((other, wg, how), *changed[i].outcomes[1:]))
+    changed[i] = msgspec.structs.replace(changed[i], outcomes=((other, wg, how), *changed[i].outcomes[1:]))
     assert _first_difference(a.events, changed) == i
 
 
