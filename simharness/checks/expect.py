@@ -4,9 +4,12 @@
 that walk ran the node `n` times in that walk (all passes together) on each rank that hosts it.
 ``per_request_kind: {kind: {walk: {node: n}}}``: the same, for the requests of one kind.
 
-A finished request's counts are frozen into an interned tuple (requests that ran alike share
-it, and each holds one slot of a `RidMap`), so what the check keeps does not grow with the
-requests a run has finished by more than a few bytes each.
+Given the forwards check's `ForwardLog` (as `builtin_checks` does), the check reads each
+request's counts from it and observes no forward itself: the log already holds every forward
+per (walk, node, rank). On its own it counts them: a finished request's counts are frozen into
+an interned tuple (requests that ran alike share it, and each holds one slot of a `RidMap`), so
+what the check keeps does not grow with the requests a run has finished by more than a few
+bytes each.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, rid_order
+from simharness.checks.forwards import ForwardLog
 from simharness.ridmap import RidMap, names_in_order
 from simharness.scenario.model import Scenario
 
@@ -23,10 +27,13 @@ from simharness.scenario.model import Scenario
 class ExpectCheck:
     name = "expect"
 
-    def __init__(self, scenario: Scenario | None = None) -> None:
-        if scenario is not None and not (scenario.expect.forwards_per_request
-                                         or scenario.expect.per_request_kind):
-            self.on_Forward = None  # type: ignore[assignment]  # nothing expected: nothing to count
+    def __init__(self, scenario: Scenario | None = None, log: ForwardLog | None = None) -> None:
+        #: the run's forwards per request, kept by the forwards check (None: counted here)
+        self._log = log
+        if log is not None or (scenario is not None and not (scenario.expect.forwards_per_request
+                                                             or scenario.expect.per_request_kind)):
+            # Counted by the log, or nothing expected: nothing to count here.
+            self.on_Forward = self.on_RequestEnded = None  # type: ignore[assignment]
         #: rid -> (walk, node, rank) -> forwards, while the request runs
         self._live: dict[str, Counter[tuple[str, str, int]]] = {}
         #: rid -> the frozen items of its counts, once it ended
@@ -53,6 +60,8 @@ class ExpectCheck:
 
     def counts_of(self, rid: str) -> dict[tuple[str, str, int], int]:
         """One request's forwards per (walk, node, rank)."""
+        if self._log is not None:
+            return {place: len(runs) for place, runs in self._log.of(rid).items()}
         live = self._live.get(rid)
         return dict(live) if live is not None else dict(self._frozen.get(rid, ()))
 

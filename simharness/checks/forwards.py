@@ -117,6 +117,8 @@ class ForwardsCheck:
         self.passes_done: RidMap[set[tuple[str, int]] | frozenset[tuple[str, int]]] = RidMap()
         self.overshoots: dict[Key, int] = defaultdict(int)
         self._interned: dict[Any, Any] = {}
+        # The recorder calls the log itself: no frame of ours between it and every forward.
+        self.on_Forward = self.log.add  # type: ignore[method-assign]
 
     def on_Admitted(self, e: ev.Admitted) -> None:
         facts = (e.request_kind, intern(self._interned, e.placement))

@@ -77,8 +77,8 @@ class LivenessCheck:
         self._passes: dict[str, dict[str, int]] = {}
         #: rid -> ((walk, passes started), ...) of an ended request
         self._passes_ended: RidMap[tuple[tuple[str, int], ...]] = RidMap()
-        self._counts: dict[Key, int] = {}
-        self._next_trip: dict[Key, int] = {}
+        #: key -> [forwards so far, the count past which it trips, its "node@rank" label]
+        self._counts: dict[Key, list] = {}
         self._recent: dict[str, deque[str]] = {}
         #: rid -> the keys of that request in `_counts` (so its end can freeze them)
         self._keys_of: dict[str, list[Key]] = {}
@@ -114,20 +114,22 @@ class LivenessCheck:
                 recent = self._recent[rid]
             else:
                 recent = self._recent[rid] = deque(maxlen=_RECENT)
-        label = self._labels.get((e.node, e.rank))
-        if label is None:  # one string per (node, rank), shared by every request's window
-            label = self._labels[(e.node, e.rank)] = f"{e.node}@{e.rank}"
-        recent.append(label)
         key = (rid, e.walk, e.node, e.rank)
-        n = self._counts.get(key, 0) + 1
-        if n == 1:
+        entry = self._counts.get(key)
+        if entry is None:  # the first forward of this key
+            entry = self._counts[key] = [0, self._limit(rid, e.walk, e.node), self._label(e)]
             self._keys_of.setdefault(rid, []).append(key)
-        self._counts[key] = n
-        limit = self._next_trip.get(key)
-        if limit is None:
-            limit = self._next_trip[key] = self._limit(rid, e.walk, e.node)
-        if n > limit:
-            self._trip(e, key, n, limit)
+        recent.append(entry[2])
+        n = entry[0] = entry[0] + 1
+        if n > entry[1]:
+            self._trip(e, entry, n)
+
+    def _label(self, e: ev.Forward) -> str:
+        """``node@rank``: one string per (node, rank), shared by every request's window."""
+        label = self._labels.get((e.node, e.rank))
+        if label is None:
+            label = self._labels[(e.node, e.rank)] = f"{e.node}@{e.rank}"
+        return label
 
     def on_RequestEnded(self, e: ev.RequestEnded) -> None:
         intern = self._interned.setdefault
@@ -138,8 +140,8 @@ class LivenessCheck:
         keys = self._keys_of.pop(e.rid, None)
         if keys is None:
             return
-        counts, trips = self._counts, self._next_trip
-        tally = tuple(sorted((k[1:], counts.pop(k), trips.pop(k, None)) for k in keys))
+        counts = self._counts
+        tally = tuple(sorted((k[1:], *counts.pop(k)[:2]) for k in keys))
         recent = self._recent.pop(e.rid, ())
         # The window differs from request to request (how the ranks interleaved), so it is kept
         # only where a later forward could need it: a cycle is cut between the node's last two
@@ -158,9 +160,8 @@ class LivenessCheck:
         for (walk, node, rank), n, limit in frozen:
             key = (rid, walk, node, rank)
             keys.append(key)
-            self._counts[key] = n
-            if limit is not None:
-                self._next_trip[key] = limit
+            label = self._labels.get((node, rank)) or self._labels.setdefault((node, rank), f"{node}@{rank}")
+            self._counts[key] = [n, limit, label]
 
     def _explained(self, rid: str, walk: str, node: str) -> int:
         per_pass = self._per_pass.get((walk, node))
@@ -175,15 +176,15 @@ class LivenessCheck:
     def _limit(self, rid: str, walk: str, node: str) -> int:
         return RUNAWAY_FACTOR * self._explained(rid, walk, node) + RUNAWAY_SLACK
 
-    def _trip(self, e: ev.Forward, key: Key, n: int, limit: int) -> None:
+    def _trip(self, e: ev.Forward, entry: list, n: int) -> None:
         # Passes started since the limit was set explain more forwards: move it, no trip.
         fresh = self._limit(e.rid, e.walk, e.node)
         if n <= fresh:
-            self._next_trip[key] = fresh
+            entry[1] = fresh
             return
         # The driver tears the request down at the first trip; a second one (twice the limit)
         # tells it the work goes on regardless, and it ends the run.
-        self._next_trip[key] = 2 * fresh
+        entry[1] = 2 * fresh
         self.runaways.append(Runaway(e.t, e.rid, e.walk, e.node, e.rank, e.pass_no, n,
                                      self._explained(e.rid, e.walk, e.node), fresh,
                                      _cycle(self._recent[e.rid], f"{e.node}@{e.rank}")))

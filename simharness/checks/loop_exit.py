@@ -60,12 +60,14 @@ class LoopExitCheck:
             if last and (key, name) not in self.last_begun:
                 self.last_begun[(key, name)] = (e.node, e.rank)
                 keys.append((True, (key, name)))
-        copy_key = (e.wg, e.rank)
         ended = self._ended.get(key)
-        done = ended.get(copy_key) if ended else None
         finished = e.finished_loops
+        if not ended and not finished:
+            return  # the common case: no copy of a loop has finished in this pass
+        copy_key = (e.wg, e.rank)
+        done = ended.get(copy_key) if ended else None
         if not done and not finished:
-            return  # the common case: no loop of this copy has finished in this pass
+            return  # no loop of this copy has finished in this pass
         loops = self._loop_back.get(e.walk, {})
         check = list(finished)
         if done:
