@@ -1,0 +1,102 @@
+"""What the simulation's fast paths must keep exactly as the plain version did: the order a
+peer's message lists its signals in, one door crossing for a whole inbox, the expect check's
+counts read from the forward log, and digests whatever the size of a digest block."""
+
+from __future__ import annotations
+
+import pytest
+
+from simharness import events as ev
+from simharness import trace
+from simharness.checks.expect import ExpectCheck
+from simharness.engine.simulation import SimWorker
+from simharness.run import run_scenario, simulate
+from simharness.scenario.loader import load_scenario
+from tests.conftest import SCENARIOS
+from tests.helpers import build, node, raw_scenario
+
+
+def _stream_and_edge_to_one_peer():
+    """Node a (rank 0) streams `st` to k and sends `y_a` to b; b and k both run on rank 1, so
+    one completion of a sends both to the same peer."""
+    a = node("a", ["in0"], [("y_a", "b")])
+    a["outputs"].append({"name": "st", "to": "k", "stream": True})
+    raw = raw_scenario(
+        {"w0": {"sequential": [a, node("b", ["y_a"], [("y_b", "client")])]},
+         "c": node("k", ["st"], [("y_k", "client")])},
+        [{"node_names": ["a"], "ranks": [0]}, {"node_names": ["b", "k"], "ranks": [1]}],
+        requests={"r": {"inputs": ["in0"],
+                        "partitions": {"main": ["w0"], "sink": [{"walk": "c", "until": "final_chunk"}]}}},
+        workload=[{"request": "r", "count": 2, "concurrency": 1}],
+    )
+    raw["graph"]["partitions"] = {"main": ["w0"], "sink": ["c"]}
+    raw["graph"]["streams"] = [{"from": "main", "to": "sink", "edge": "st",
+                                "policy": {"fixed": {"chunk": 1}}}]
+    return build(raw)
+
+
+def test_a_peer_s_message_lists_streamed_items_before_the_completion_s_other_signals():
+    # The stream route is filed as the outputs are walked, the fan-out to peers only after the
+    # done-sweep: mstar's message to rank 1 carries st, then y_a. Sending the fan-out while
+    # walking the outputs would swap them (and move the digest of every such layout).
+    report = run_scenario(_stream_and_edge_to_one_peer(), "mstar-python")
+    assert report.violations == []
+    from_a = [e for e in report.result.events
+              if type(e) is ev.Delivered and e.rank == 1 and e.src == 0]
+    assert from_a
+    for e in from_a:
+        assert [sig.name for sig, _, _ in e.outcomes] == ["st", "y_a"]
+
+
+def test_one_door_crossing_for_an_inbox_is_the_same_as_one_per_message(monkeypatch):
+    sc = load_scenario(SCENARIOS / "bagel_mixed.yaml")
+    whole = run_scenario(sc, "mstar-rust-prefix", keep_trace=False)
+
+    def one_by_one(self, handle):
+        if self.inbox:
+            msgs, self.inbox = self.inbox, []
+            for msg in msgs:
+                handle([msg])
+
+    monkeypatch.setattr(SimWorker, "receive", one_by_one)
+    single = run_scenario(sc, "mstar-rust-prefix", keep_trace=False)
+    assert single.trace_digest == whole.trace_digest
+    assert [v.to_json() for v in single.violations] == [v.to_json() for v in whole.violations]
+
+
+@pytest.mark.parametrize("runtime", ["mstar-python", "tests.quality.broken:OffByOneLoop"])
+def test_expect_reads_from_the_forward_log_what_it_would_count_itself(runtime):
+    sc = load_scenario(SCENARIOS / "bagel_cfg.yaml")
+    own = ExpectCheck(sc)  # counts every forward itself
+    result, violations = simulate(sc, runtime, keep_trace=False, observers=[own])
+    from_log = [v.to_json() for v in violations if v.check == "expect"]
+    from simharness.checks import RunContext
+
+    own_violations = own.finish(RunContext(sc, result.layout, result.outcomes))
+    counted = [v.to_json() for v in sorted(own_violations, key=lambda v: v.sort_key())]
+    assert counted == from_log
+    assert bool(counted) == (runtime != "mstar-python")
+
+
+@pytest.mark.parametrize("block", [1, 7, 4096])
+def test_the_digest_does_not_depend_on_the_block_size(monkeypatch, block):
+    sc = load_scenario(SCENARIOS / "orpheus_tp2.yaml")
+    kept = run_scenario(sc, "mstar-python", keep_trace=True).trace_digest
+    monkeypatch.setattr(trace, "BLOCK", block)
+    assert run_scenario(sc, "mstar-python", keep_trace=False).trace_digest == kept
+
+
+def test_every_timeout_is_reported_at_its_deadline_while_other_work_goes_on():
+    # The run loop asks for the next deadline only once the next event lies beyond the earliest
+    # deadline seen; a request that times out must still be stalled at submission + timeout.
+    sc = load_scenario(SCENARIOS / "bagel_cfg_counter.yaml",
+                       ["limits.request_timeout_s=3",
+                        "workload=[{request: t2i_two_images, count: 3, concurrency: 2}]",
+                        "graph.requests.other={walks: [prefill_text, image_gen_cfg], inputs: [text_inputs]}",
+                        "workload[1]={request: other, count: 2}"])
+    events = run_scenario(sc, "mstar-rust-prefix").result.events
+    submitted = {e.rid: e.t for e in events if type(e) is ev.Submitted}
+    timeouts = [e for e in events if type(e) is ev.Stalled and e.reason == "timeout"]
+    assert len(timeouts) >= 2
+    for e in timeouts:
+        assert e.t == pytest.approx(submitted[e.rid] + 3.0, abs=1e-9)
