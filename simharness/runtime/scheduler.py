@@ -89,23 +89,17 @@ class MicroScheduler:
                 return batch
         ready: dict[tuple[str, str], list[tuple[str, GraphState]]] = {}
         gate, gated = self._gate, self._gated
-        work = runtime.ready_work()
-        if not (blocked or exclude or skip or gated):
-            # Nothing is held back (most scheduling passes): group the ready work as it comes.
-            for node, walk, rid, st in work:
-                group = ready.get((node, walk))
-                if group is None:
-                    ready[(node, walk)] = [(rid, st)]
-                else:
-                    group.append((rid, st))
-            work = ()
-        for node, walk, rid, st in work:
+        # Most scheduling passes hold nothing back: no removal pending, nothing excluded or
+        # skipped, no gated node (None means the gate may hold any node).
+        filtering = bool(blocked or exclude or skip) or gated is None or bool(gated)
+        for node, walk, rid, st in runtime.ready_work():
             key = (node, walk)
-            if rid in blocked or key == exclude or (skip is not None and skip(node, walk, rid)):
-                continue
-            if (gated is None or node in gated) and gate(node, walk, rid, st):
-                self._held(node, walk, rid, st)
-                continue
+            if filtering:
+                if rid in blocked or key == exclude or (skip is not None and skip(node, walk, rid)):
+                    continue
+                if (gated is None or node in gated) and gate(node, walk, rid, st):
+                    self._held(node, walk, rid, st)
+                    continue
             group = ready.get(key)
             if group is None:
                 ready[key] = [(rid, st)]

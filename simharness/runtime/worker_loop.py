@@ -153,6 +153,8 @@ class WorkerLoop:
         completions = self._completions
         if completions:
             self._completions = []
+        else:
+            completions = ()  # not the loop's own (empty) list, which a later batch fills
         return Effects(sends, events, (), batch, completions)
 
     def unprocessed_pairs(self) -> list[tuple[str, str]]:

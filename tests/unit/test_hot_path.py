@@ -100,3 +100,41 @@ def test_every_timeout_is_reported_at_its_deadline_while_other_work_goes_on():
     assert len(timeouts) >= 2
     for e in timeouts:
         assert e.t == pytest.approx(submitted[e.rid] + 3.0, abs=1e-9)
+
+
+def _rank_with_b_ready():
+    from tests.factories import arrived, bench, input_signals, signal
+
+    b = bench()
+    loop = b.loops[1]
+    loop.handle_stimulus(arrived(b.new_request(rank=1)), 0.0)
+    loop.handle_stimulus(arrived(input_signals(signals=[signal("y", "B", src_rank=0)])), 0.1)
+    return loop
+
+
+@pytest.mark.parametrize("gated, runs", [(None, False), (frozenset({"B"}), False),
+                                         (frozenset({"other"}), True), (frozenset(), True)])
+def test_the_scheduler_asks_its_gate_about_every_node_it_may_hold(gated, runs):
+    # gated=None means the gate may hold any node: the pass that holds nothing back must not
+    # skip it (only a set that leaves the node out lets the scheduler run it unasked).
+    from simharness.runtime.scheduler import MicroScheduler
+
+    loop = _rank_with_b_ready()
+    held = []
+    sched = MicroScheduler(lambda node, walk: None, lambda node, walk, rid, st: "held",
+                           held=lambda node, walk, rid, st: held.append(node), gated=gated)
+    batch = sched.next_batch(loop.runtime, set())
+    assert (batch is not None) == runs
+    assert held == ([] if runs else ["B"])
+
+
+def test_an_effects_without_completions_shares_no_list_with_the_loop():
+    from simharness.runtime.effects import CHOOSE, Finished, Started
+
+    loop = _rank_with_b_ready()
+    chose = loop.handle_stimulus(CHOOSE, 0.2)
+    assert chose.batch is not None and len(chose.completions) == 0
+    loop.handle_stimulus(Started(batch=chose.batch, duration=0.01), 0.2)
+    done = loop.handle_stimulus(Finished(batch=chose.batch), 0.21)
+    assert len(done.completions) == 1
+    assert len(chose.completions) == 0  # what an earlier stimulus answered does not change
