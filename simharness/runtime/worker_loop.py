@@ -172,14 +172,11 @@ class WorkerLoop:
     def _on_message(self, msg: Any, now: float, sends: list[Send]) -> None:
         """Handle one message; what it sends is appended to `sends`."""
         runtime = self.runtime
-        if type(msg) is InputSignals:  # most messages: checked first
-            rid = msg.rid
-            if rid not in runtime.requests:
-                self.teardown.hold(msg, now)
-            else:
+        if isinstance(msg, InputSignals):  # most messages: the first question asked
+            if self._known(msg, now):
                 if msg.kv is not None:
-                    self.kv.learn(self.records[rid], msg.kv)
-                self._ingest(rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
+                    self.kv.learn(self.records[msg.rid], msg.kv)
+                self._ingest(msg.rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
             return
         if isinstance(msg, ScheduleTp):
             self.lockstep.follow.append(msg)
@@ -202,14 +199,9 @@ class WorkerLoop:
             for early in self.teardown.early.pop(rid, ()):
                 self._on_message(early, now, sends)
             return
-        if rid not in runtime.requests:
-            self.teardown.hold(msg, now)
+        if not self._known(msg, now):
             return
-        if isinstance(msg, InputSignals):
-            if msg.kv is not None:
-                self.kv.learn(self.records[rid], msg.kv)
-            self._ingest(rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
-        elif isinstance(msg, StopLoops):
+        if isinstance(msg, StopLoops):
             for loop in runtime.peer_stop(rid, msg.partition, msg.loops):
                 self.emit(ev.LoopStopped(now, self.rank, rid, msg.partition, loop, "peer", msg.src))
         elif isinstance(msg, ProducerDone):
@@ -226,6 +218,14 @@ class WorkerLoop:
                 self.teardown.pending.add(rid)
             else:
                 sends.extend(self._remove(rid, now))
+
+    def _known(self, msg: Any, now: float) -> bool:
+        """The message's request is known here; if not, the message is held (it came before
+        the request's NEW_REQUEST) or parked (after its removal)."""
+        if msg.rid in self.runtime.requests:
+            return True
+        self.teardown.hold(msg, now)
+        return False
 
     def _ingest(self, rid: str, walk: str, pass_no: int, signals: list[Signal], src: int, now: float) -> None:
         outcomes = tuple(self.runtime.deliver(rid, walk, pass_no, signals))
@@ -397,7 +397,8 @@ class WorkerLoop:
         label = self.nodes.kv_label(node) if node in self._gated else None
         # Only a speculative batch (its overshoot) and a node that may stop a dynamic loop read
         # the request's state before it completes.
-        reads_state = batch.speculative or node in self._dynamic_nodes
+        dynamic = node in self._dynamic_nodes
+        reads_state = batch.speculative or dynamic
         for rid in batch.rids:
             if rid not in requests:
                 continue
@@ -408,7 +409,7 @@ class WorkerLoop:
                     st.clear_current(node)
                     emit(ev.Overshoot(now, rank, rid, walk, node, st.counter(node)))
                     continue
-                stops = self._check_stop(rid, node, walk, st) if node in self._dynamic_nodes else None
+                stops = self._check_stop(rid, node, walk, st) if dynamic else None
                 if stops:
                     sends.extend(self._stop(rid, walk, stops, now))
             c = complete(rid, node, walk)
