@@ -112,31 +112,34 @@ class RequestState:
 
 class _NodePlan:
     """What a completion of one node in one walk reads that is fixed for the rank: its worker
-    graph, partition and innermost loop, whether it takes stream chunks, and per declared edge
-    (by identity: the scenario's own `Edge` objects, alive as long as the rank) the fields of
-    the signal it makes and the worker graph it is routed to (None: the client or the
-    conductor, or a stream)."""
+    graph and partition, whether it is in a loop, whether it takes stream chunks, and per
+    declared edge (by identity: the scenario's own `Edge` objects, alive as long as the rank)
+    the fields of the signal it makes and the worker graph it is routed to (`to_wg`)."""
 
-    __slots__ = ("wg", "partition", "loop", "streamed", "dest_wg", "own", "edges")
+    __slots__ = ("wg", "partition", "in_loop", "streamed", "dest_wg", "own", "edges")
 
-    def __init__(self, wg: str, partition: str, loop: str | None, streamed: bool,
+    def __init__(self, wg: str, partition: str, in_loop: bool, streamed: bool,
                  dest_wg: dict[str, str], own: frozenset[int]) -> None:
         self.wg = wg
         self.partition = partition
-        self.loop = loop
+        self.in_loop = in_loop
         self.streamed = streamed
         self.dest_wg = dest_wg
         self.own = own
         self.edges: dict[int, tuple[str, str, bool, bool, int, str, bool, str | None]] = {}
 
+    def to_wg(self, dest: str, stream: bool) -> str | None:
+        """The worker graph a signal to `dest` is ingested by; None for a stream (it goes to a
+        StreamBuffer), the client and the conductor."""
+        return None if stream or dest in (CLIENT, CONDUCTOR) else self.dest_wg[dest]
+
     def edge(self, e: Edge, payloads: dict[str, int], default_payload: int
              ) -> tuple[str, str, bool, bool, int, str, bool, str | None]:
         """The plan of declared edge `e`, made at its first routing and kept."""
-        dest = e.to
-        to_wg = None if e.stream or dest in (CLIENT, CONDUCTOR) else self.dest_wg[dest]
         ep = self.edges[id(e)] = (
-            e.name, dest, e.persist, e.new_token, payloads.get(e.name, default_payload),
-            ORIGIN_NODE if id(e) in self.own else ORIGIN_LOOP_OUTPUT, e.stream, to_wg)
+            e.name, e.to, e.persist, e.new_token, payloads.get(e.name, default_payload),
+            ORIGIN_NODE if id(e) in self.own else ORIGIN_LOOP_OUTPUT, e.stream,
+            self.to_wg(e.to, e.stream))
         return ep
 
 
@@ -354,11 +357,11 @@ class RankRuntime:
         plan = self._plans.get((walk, node)) or self._plan_of(walk, node)
         wg_id = plan.wg
         st = req.states[wg_id]
-        if plan.loop is None:
-            counter, ctx = None, ()
-        else:
+        if plan.in_loop:
             ctx = st.loop_context(node)
             counter = ctx[0][1]  # the innermost loop's curr_iter
+        else:
+            counter, ctx = None, ()
         consumed_final = plan.streamed and any(
             type(s) is ChunkSignal and s.final for s in st.inputs(node).values())
         st.clear_current(node)
@@ -387,7 +390,7 @@ class RankRuntime:
             else:  # a loop's saved external input, routed again at the next iteration
                 sig = item
                 dest, persist, new_token, stream = sig.dest, sig.persist, sig.new_token, sig.stream
-                dest_wg = None if stream or dest in (CLIENT, CONDUCTOR) else plan.dest_wg[dest]
+                dest_wg = plan.to_wg(dest, stream)
             if new_token:
                 done.new_tokens += 1
             if persist:
@@ -437,8 +440,8 @@ class RankRuntime:
         wg_id = self.wg_of[(walk, node)]
         ns = self.specs[wg_id].nodes[node]
         plan = self._plans[(walk, node)] = _NodePlan(
-            wg_id, self.partition_of[walk], ns.loop.name if ns.loop is not None else None,
-            bool(ns.stream_inputs), self._dest_wg[walk], ns.output_ids)
+            wg_id, self.partition_of[walk], ns.loop is not None, bool(ns.stream_inputs),
+            self._dest_wg[walk], ns.output_ids)
         return plan
 
     def _route_stream(self, done: Completion, req: RequestState, sig: Signal, part: str) -> None:
