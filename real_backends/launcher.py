@@ -606,8 +606,7 @@ class Launcher:
             ((e.t, order.index(ep) if ep in order else 99, i, e)
              for ep, evs in streams.items() for i, e in enumerate(evs)),
             key=lambda x: x[:3])
-        for *_, e in merged:
-            recorder.emit(e)
+        recorder.emit_all([e for *_, e in merged])
         if self.end not in ("crash", "interrupted"):
             finals = {ep: c.final.state for ep, c in self.children.items() if c.final is not None}
             recorder.emit(run_ended(end_t, [finals.get(r) for r in range(self.num_ranks)],

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
@@ -70,8 +70,6 @@ class Recorder:
         self._pending: list[Any] = []
         for obs in observers:
             self.subscribe(obs)
-        if not keep and digest:
-            self.emit = self._emit_digesting  # type: ignore[method-assign]
 
     def subscribe(self, observer: Any) -> None:
         for t in EVENT_TYPES:
@@ -80,22 +78,13 @@ class Recorder:
                 self._handlers[t].append(fn)
 
     def emit(self, event: Any) -> None:
-        if self.keep:
-            self.events.append(event)
-        for fn in self._handlers[type(event)]:
-            fn(event)
+        """One event: `emit_all` of it alone."""
+        self.emit_all((event,))
 
-    def _emit_digesting(self, event: Any) -> None:
-        pending = self._pending
-        pending.append(event)
-        if len(pending) >= BLOCK:
-            self._flush()
-        for fn in self._handlers[type(event)]:
-            fn(event)
-
-    def emit_all(self, events: list[Any]) -> None:
-        """`emit` each of `events`, in order: what a driver calls with the events of one
-        `Effects` (one call, not one per event)."""
+    def emit_all(self, events: Sequence[Any]) -> None:
+        """Record `events`, in order: keep them (``keep``) or digest them (in blocks of
+        `BLOCK`), and hand each to the observers of its type. A driver calls this with the
+        events of one `Effects`: one call for all of them."""
         if self.keep:
             self.events.extend(events)
         elif self.digesting:
