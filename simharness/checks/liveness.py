@@ -63,6 +63,18 @@ class Runaway:
     cycle: tuple[str, ...]
 
 
+class _Tally:
+    """The runaway count of one (request, walk, node, rank): forwards so far, the count past
+    which it trips, and its ``node@rank`` label (shared by every request's window)."""
+
+    __slots__ = ("n", "limit", "label")
+
+    def __init__(self, limit: int, label: str, n: int = 0) -> None:
+        self.n = n
+        self.limit = limit
+        self.label = label
+
+
 class LivenessCheck:
     name = "liveness"
 
@@ -77,13 +89,13 @@ class LivenessCheck:
         self._passes: dict[str, dict[str, int]] = {}
         #: rid -> ((walk, passes started), ...) of an ended request
         self._passes_ended: RidMap[tuple[tuple[str, int], ...]] = RidMap()
-        #: key -> [forwards so far, the count past which it trips, its "node@rank" label]
-        self._counts: dict[Key, list] = {}
+        #: key -> its runaway count, while the request runs
+        self._counts: dict[Key, _Tally] = {}
         self._recent: dict[str, deque[str]] = {}
         #: rid -> the keys of that request in `_counts` (so its end can freeze them)
         self._keys_of: dict[str, list[Key]] = {}
         #: rid -> (((walk, node, rank), count, next trip), ...), recent window) of an ended request
-        self._ended: RidMap[tuple[tuple[tuple[tuple[str, str, int], int, int | None], ...],
+        self._ended: RidMap[tuple[tuple[tuple[tuple[str, str, int], int, int], ...],
                                   tuple[str, ...]]] = RidMap()
         self._interned: dict[object, object] = {}
         self._labels: dict[tuple[str, int], str] = {}
@@ -115,20 +127,21 @@ class LivenessCheck:
             else:
                 recent = self._recent[rid] = deque(maxlen=_RECENT)
         key = (rid, e.walk, e.node, e.rank)
-        entry = self._counts.get(key)
-        if entry is None:  # the first forward of this key
-            entry = self._counts[key] = [0, self._limit(rid, e.walk, e.node), self._label(e)]
+        tally = self._counts.get(key)
+        if tally is None:  # the first forward of this key
+            tally = self._counts[key] = _Tally(self._limit(rid, e.walk, e.node),
+                                               self._label(e.node, e.rank))
             self._keys_of.setdefault(rid, []).append(key)
-        recent.append(entry[2])
-        n = entry[0] = entry[0] + 1
-        if n > entry[1]:
-            self._trip(e, entry, n)
+        recent.append(tally.label)
+        tally.n += 1
+        if tally.n > tally.limit:
+            self._trip(e, tally)
 
-    def _label(self, e: ev.Forward) -> str:
+    def _label(self, node: str, rank: int) -> str:
         """``node@rank``: one string per (node, rank), shared by every request's window."""
-        label = self._labels.get((e.node, e.rank))
+        label = self._labels.get((node, rank))
         if label is None:
-            label = self._labels[(e.node, e.rank)] = f"{e.node}@{e.rank}"
+            label = self._labels[(node, rank)] = f"{node}@{rank}"
         return label
 
     def on_RequestEnded(self, e: ev.RequestEnded) -> None:
@@ -141,14 +154,15 @@ class LivenessCheck:
         if keys is None:
             return
         counts = self._counts
-        tally = tuple(sorted((k[1:], *counts.pop(k)[:2]) for k in keys))
+        tallies = [(k[1:], counts.pop(k)) for k in keys]
+        tally = tuple(sorted((place, t.n, t.limit) for place, t in tallies))
         recent = self._recent.pop(e.rid, ())
         # The window differs from request to request (how the ranks interleaved), so it is kept
         # only where a later forward could need it: a cycle is cut between the node's last two
         # forwards, and a thawed request trips only once a count passes its limit, so unless
         # some count has reached its limit already, the trip comes at the node's second forward
         # after the thaw at the earliest and its cycle lies wholly after the thaw.
-        at_limit = any(limit is not None and n >= limit for _k, n, limit in tally)
+        at_limit = any(n >= limit for _k, n, limit in tally)
         window = tuple(recent) if at_limit else ()
         pair = (intern(tally, tally), intern(window, window))
         self._ended[e.rid] = intern(pair, pair)  # type: ignore[assignment]
@@ -160,8 +174,7 @@ class LivenessCheck:
         for (walk, node, rank), n, limit in frozen:
             key = (rid, walk, node, rank)
             keys.append(key)
-            label = self._labels.get((node, rank)) or self._labels.setdefault((node, rank), f"{node}@{rank}")
-            self._counts[key] = [n, limit, label]
+            self._counts[key] = _Tally(limit, self._label(node, rank), n)
 
     def _explained(self, rid: str, walk: str, node: str) -> int:
         per_pass = self._per_pass.get((walk, node))
@@ -176,18 +189,19 @@ class LivenessCheck:
     def _limit(self, rid: str, walk: str, node: str) -> int:
         return RUNAWAY_FACTOR * self._explained(rid, walk, node) + RUNAWAY_SLACK
 
-    def _trip(self, e: ev.Forward, entry: list, n: int) -> None:
+    def _trip(self, e: ev.Forward, tally: _Tally) -> None:
         # Passes started since the limit was set explain more forwards: move it, no trip.
+        n = tally.n
         fresh = self._limit(e.rid, e.walk, e.node)
         if n <= fresh:
-            entry[1] = fresh
+            tally.limit = fresh
             return
         # The driver tears the request down at the first trip; a second one (twice the limit)
         # tells it the work goes on regardless, and it ends the run.
-        entry[1] = 2 * fresh
+        tally.limit = 2 * fresh
         self.runaways.append(Runaway(e.t, e.rid, e.walk, e.node, e.rank, e.pass_no, n,
                                      self._explained(e.rid, e.walk, e.node), fresh,
-                                     _cycle(self._recent[e.rid], f"{e.node}@{e.rank}")))
+                                     _cycle(self._recent[e.rid], tally.label)))
         self.trips += 1
 
     def finish(self, ctx: RunContext) -> list[Violation]:
