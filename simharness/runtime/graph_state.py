@@ -230,17 +230,6 @@ class GraphState:
             st.reg_done = st.count == lp.n_entities
         if not st.reg_done:
             return edges, NOTHING_FILTERED, []  # the iteration goes on: nothing else changes
-        if not (lp.entity_loops or st.finish or lp.max_iters == st.curr_iter + 1):
-            # The iteration completed and the loop advances (most completions of a loop's
-            # last entity): `_complete_iter` and `_reset_entities_for_iter`, inline.
-            st.curr_iter += 1
-            st.count = 0
-            st.reg_done = False
-            cur, nxt = self.cur, self.nxt
-            for key in lp.entity_nodes:
-                cur[key], nxt[key] = nxt[key], {}
-            edges.extend(st.saved)
-            return edges, NOTHING_FILTERED, []
         prev_done = self.done
         finished: list[str] = []
         filtered = self._complete_iter(st, edges, finished)
