@@ -74,5 +74,5 @@ class Network:
             delay = math.nextafter(delay, math.inf)
         self._last_arrival[key] = now + delay
         for _ in range(copies):
-            self.env.timeout(delay).callbacks.append(partial(deliver, msg))
+            Timeout(self.env, delay).callbacks.append(partial(deliver, msg))
         return arrival
