@@ -233,7 +233,7 @@ class RankRuntime:
         # walk-start of that partition's next walk, must not turn the partition back.
         req = self.requests[rid]
         part = self.partition_of[walk]
-        if req.current.get(part) != (walk, pass_no):
+        if req.current.get(part) != (walk, pass_no):  # set_walk's own test, asked first: 1% of a forward
             for sig in signals:
                 if not sig.stream:
                     self.set_walk(rid, walk, pass_no)
