@@ -4,9 +4,9 @@ Each ordered (sender, receiver) pair is one link that carries one message at a t
 starts when the link is free, takes ``bytes / bandwidth`` to transmit and ``latency`` to arrive.
 Arrival times on one link therefore never decrease, which gives mstar's only ordering guarantee
 (FIFO per sender-receiver pair, reference/mstar_semantics.md section 7.1); messages on different
-links may overtake each other. Delivery is a simpy timeout whose callback hands the message
-over: ``deliver(msg, event)``, the second argument the simpy event that brought it (a
-`functools.partial` of the handler, so an arrival runs no frame of ours before the handler's).
+links may overtake each other. Delivery is an `Arrival` scheduled on the simpy environment,
+whose callback hands the message over: ``deliver(msg, arrival)`` (a `functools.partial` of the
+handler, so an arrival runs no frame of ours before the handler's).
 
 With a perturbation plan (`simharness.engine.faults`) a message may get extra latency, arrive
 twice or not at all; it still never overtakes an earlier message of its link.
@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import simpy
-from simpy.events import Timeout
+from simpy.events import NORMAL
 
 if TYPE_CHECKING:
     from simharness.engine.faults import Perturbations
@@ -29,10 +29,26 @@ if TYPE_CHECKING:
 CONTROL_BYTES = 512
 
 
+class Arrival:
+    """A message arriving: the least an event needs to be scheduled by ``Environment.schedule``
+    and processed by ``Environment.step`` (its callbacks, and that it succeeded). A simpy
+    `Timeout` would do the same with a frame of Python for its constructor and a dict per
+    message; nothing waits on an arrival, so nothing else of an event is needed. Scheduled
+    exactly as a timeout of the same delay is (priority NORMAL, the environment's event
+    counter), so the order of events is the same."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+
+    def __init__(self, callback: Callable[[Any], None]) -> None:
+        self.callbacks: list[Callable[[Any], None]] | None = [callback]
+
+
 class Network:
     def __init__(self, env: simpy.Environment, latency_s: float, bandwidth_bytes_per_s: float,
                  faults: Perturbations | None = None) -> None:
         self.env = env
+        self._schedule = env.schedule
         self.latency = latency_s
         self.bandwidth = bandwidth_bytes_per_s
         self._free_at: dict[tuple[int, int], float] = {}
@@ -56,7 +72,7 @@ class Network:
         arrival = end + self.latency
         if self.faults is not None:
             return self._send_perturbed(key, src, dst, arrival, deliver, msg)
-        Timeout(env, arrival - now).callbacks.append(partial(deliver, msg))
+        self._schedule(Arrival(partial(deliver, msg)), NORMAL, arrival - now)
         return arrival
 
     def _send_perturbed(self, key: tuple[int, int], src: int, dst: int, arrival: float,
@@ -74,5 +90,5 @@ class Network:
             delay = math.nextafter(delay, math.inf)
         self._last_arrival[key] = now + delay
         for _ in range(copies):
-            Timeout(self.env, delay).callbacks.append(partial(deliver, msg))
+            self._schedule(Arrival(partial(deliver, msg)), NORMAL, delay)
         return arrival

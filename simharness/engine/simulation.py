@@ -310,7 +310,7 @@ class SimWorker:
         self._shuffle = faults is not None and faults.shuffle_ties
 
     def deliver(self, msg: Any, _arrival: Any = None) -> None:
-        """A message arrived (`Network` calls this with the arrival's simpy event)."""
+        """A message arrived (`Network` calls this with its `Arrival`)."""
         if self.stopped:
             return
         self.inbox.append(msg)

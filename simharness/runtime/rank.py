@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 
@@ -101,22 +102,28 @@ class RequestState:
     #: the states of `walk_states`, partition after partition: what the scheduler scans for
     #: ready nodes (rebuilt whenever `walk_states` changes, in `RankRuntime.set_walk`)
     scan: list[GraphState] = field(default_factory=list)
+    #: partition -> node -> the worker graphs of `walk_states` that hold it (one, as placement
+    #: divides a walk): where a delivered signal is offered, without asking the others, which
+    #: would refuse it
+    by_dest: dict[str, dict[str, list[tuple[str, GraphState]]]] = field(default_factory=dict)
     #: partition -> loops stopped in its current pass (mstar ``loop_stop_times``)
     stopped: dict[str, set[str]] = field(default_factory=dict)
     #: stream edge name -> the StreamBuffer of its consumer on this rank
     buffers: dict[str, StreamBuffer] = field(default_factory=dict)
     #: the partitions the request runs (the others are done from the start)
     partitions: frozenset[str] = frozenset()
+    #: the request's placement, numbered per rank: requests placed alike share a number, so a
+    #: node's routing (`_Routes`) is worked out once per placement, not per request
+    placement: int = 0
 
 
 
 class _NodePlan:
     """What a completion of one node in one walk reads that is fixed for the rank: its worker
     graph and partition, whether it is in a loop, whether it takes stream chunks, and per
-    declared edge (by identity: the scenario's own `Edge` objects, alive as long as the rank)
-    the fields of the signal it makes and the worker graph it is routed to (`to_wg`)."""
+    placement of the request (`routes`) where each of its edges goes."""
 
-    __slots__ = ("wg", "partition", "in_loop", "streamed", "dest_wg", "own", "edges")
+    __slots__ = ("wg", "partition", "in_loop", "streamed", "dest_wg", "own", "routes")
 
     def __init__(self, wg: str, partition: str, in_loop: bool, streamed: bool,
                  dest_wg: dict[str, str], own: frozenset[int]) -> None:
@@ -126,20 +133,78 @@ class _NodePlan:
         self.streamed = streamed
         self.dest_wg = dest_wg
         self.own = own
-        self.edges: dict[int, tuple[str, str, bool, bool, int, str, bool, str | None]] = {}
+        #: the request's placement (`RequestState.placement`) -> its `_Routes`
+        self.routes: dict[int, _Routes] = {}
 
     def to_wg(self, dest: str, stream: bool) -> str | None:
         """The worker graph a signal to `dest` is ingested by; None for a stream (it goes to a
         StreamBuffer), the client and the conductor."""
         return None if stream or dest in (CLIENT, CONDUCTOR) else self.dest_wg[dest]
 
+
+#: how a signal is routed, besides the slots and ranks of its `_Target`
+_SLOT, _STREAM, _ENDPOINT = 0, 1, 2
+
+
+class _Target(NamedTuple):
+    """Where a signal to one destination goes from one completing node under one placement:
+    ingested here (`local`, with its route label) and sent to `outs`, (rank, route label) each:
+    the destination's ranks outside the source instance, when this rank is the instance's
+    rank 0 (replicated TP fan-out: a rank inside it takes its own copy)."""
+
+    kind: int
+    local: str | None
+    local_label: str
+    outs: tuple[tuple[int, str], ...]
+
+
+class _Routes:
+    """The routing of one node's completions on this rank under one placement of the request:
+    this rank's index in the source instance (`tp`), and per declared edge (by identity: the
+    scenario's own `Edge` objects, alive as long as the rank) the fields of the signal it makes
+    and its `_Target`, each made at its first use and kept."""
+
+    __slots__ = ("rank", "plan", "wg_ranks", "labels", "src_group", "tp", "edges", "targets")
+
+    def __init__(self, rank: int, plan: _NodePlan, wg_ranks: dict[str, tuple[int, ...]],
+                 labels: tuple[Labels, Labels]) -> None:
+        self.rank = rank
+        self.plan = plan
+        #: the rank's (local, rank) route labels, shared by every table
+        self.labels = labels
+        self.wg_ranks = wg_ranks
+        self.src_group = src_group = wg_ranks[plan.wg]
+        self.tp = src_group.index(rank) if len(src_group) > 1 else 0
+        self.edges: dict[int, tuple[str, str, bool, bool, int, str, bool, _Target]] = {}
+        self.targets: dict[tuple[str, bool], _Target] = {}
+
+    def target(self, dest: str, stream: bool) -> _Target:
+        """Where a signal to `dest` goes (a saved signal asks this at each re-routing)."""
+        got = self.targets.get((dest, stream))
+        if got is None:
+            got = self.targets[(dest, stream)] = self._target(dest, stream)
+        return got
+
+    def _target(self, dest: str, stream: bool) -> _Target:
+        dest_wg = self.plan.to_wg(dest, stream)
+        if dest_wg is None:
+            return _Target(_STREAM if stream else _ENDPOINT, None, "", ())
+        ranks = self.wg_ranks[dest_wg]
+        src_group, rank = self.src_group, self.rank
+        local = dest_wg if rank in ranks else None
+        local_labels, rank_labels = self.labels
+        outs: tuple[tuple[int, str], ...] = ()
+        if self.tp == 0 and (len(ranks) > 1 or ranks[0] not in src_group):
+            outs = tuple((r, rank_labels[r]) for r in ranks if r not in src_group)
+        return _Target(_SLOT, local, local_labels[dest_wg], outs)
+
     def edge(self, e: Edge, payloads: dict[str, int], default_payload: int
-             ) -> tuple[str, str, bool, bool, int, str, bool, str | None]:
+             ) -> tuple[str, str, bool, bool, int, str, bool, _Target]:
         """The plan of declared edge `e`, made at its first routing and kept."""
         ep = self.edges[id(e)] = (
             e.name, e.to, e.persist, e.new_token, payloads.get(e.name, default_payload),
-            ORIGIN_NODE if id(e) in self.own else ORIGIN_LOOP_OUTPUT, e.stream,
-            self.to_wg(e.to, e.stream))
+            ORIGIN_NODE if id(e) in self.plan.own else ORIGIN_LOOP_OUTPUT, e.stream,
+            self.target(e.to, e.stream))
         return ep
 
 
@@ -153,6 +218,10 @@ class Labels(dict):
     def __missing__(self, key: object) -> str:
         label = self[key] = self.template.format(key)
         return label
+
+
+#: the `RequestState.by_dest` of a partition with no walk here yet
+_NOWHERE: dict[str, list[tuple[str, GraphState]]] = {}
 
 
 def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, GraphState]]:
@@ -188,6 +257,9 @@ class RankRuntime:
         self._seq = 0
         #: (walk, node) -> what routing its completion reads, made at its first completion here
         self._plans: dict[tuple[str, str], _NodePlan] = {}
+        #: each distinct placement of the requests admitted here -> its number (a few per run:
+        #: one per combination of replicas chosen)
+        self._placements: dict[tuple[tuple[str, tuple[int, ...]], ...], int] = {}
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -199,7 +271,11 @@ class RankRuntime:
             if self.rank in assignment.wg_ranks[wg_id]
         }
         parts = partitions if partitions is not None else frozenset({self.partition_of[walk]})
-        req = RequestState(rid, assignment, states, partitions=parts)
+        placement = tuple(sorted(assignment.wg_ranks.items()))
+        number = self._placements.get(placement)
+        if number is None:
+            number = self._placements[placement] = len(self._placements)
+        req = RequestState(rid, assignment, states, partitions=parts, placement=number)
         self.requests[rid] = req
         for (src, edge), (conn, consumer, wgs) in self._streams.items():
             if conn.dst in parts and any(w in states for w in wgs):
@@ -211,8 +287,13 @@ class RankRuntime:
         part = self.partition_of[walk]
         if req.current.get(part) != (walk, pass_no):
             if part not in req.current or req.current[part][0] != walk:
-                req.walk_states[part] = _states_of_walk(req, walk)
+                req.walk_states[part] = states = _states_of_walk(req, walk)
                 req.scan = [st for states in req.walk_states.values() for _, st in states]
+                by_dest: dict[str, list[tuple[str, GraphState]]] = {}
+                for wg_st in states:
+                    for node in wg_st[1].spec.nodes:
+                        by_dest.setdefault(node, []).append(wg_st)
+                req.by_dest[part] = by_dest
             if part in req.current and req.current[part][1] != pass_no:
                 req.stopped[part] = set()  # a new pass starts with no loop stopped
             req.current[part] = (walk, pass_no)
@@ -238,7 +319,7 @@ class RankRuntime:
                 if not sig.stream:
                     self.set_walk(rid, walk, pass_no)
                     break
-        states = req.walk_states.get(part, ())
+        by_dest = req.by_dest.get(part, _NOWHERE)
         out = []
         for sig in signals:
             if sig.stream:
@@ -249,7 +330,7 @@ class RankRuntime:
                     buf.put(sig)
                     out.append((sig, "stream", "buffered"))
                 continue
-            for wg_id, st in states:
+            for wg_id, st in by_dest.get(sig.dest, ()):
                 outcome = st.ingest(sig)
                 if outcome is not REJECTED:
                     out.append((sig, wg_id, outcome))
@@ -355,6 +436,7 @@ class RankRuntime:
     def complete(self, rid: str, node: str, walk: str) -> Completion:
         req = self.requests[rid]
         plan = self._plans.get((walk, node)) or self._plan_of(walk, node)
+        routes = plan.routes.get(req.placement) or self._routes_of(plan, req)
         wg_id = plan.wg
         st = req.states[wg_id]
         if plan.in_loop:
@@ -369,53 +451,50 @@ class RankRuntime:
         part = plan.partition
         pass_no = req.current[part][1]
         rank = self.rank
-        wg_ranks = req.assignment.wg_ranks
-        src_group = wg_ranks[wg_id]
-        tp = src_group.index(rank) if len(src_group) > 1 else 0
+        tp = routes.tp
         done = Completion(rid, node, walk, part, wg_id, pass_no, counter, ctx, filtered, finished,
                           tp, partition_done=consumed_final)
         add_route = done.routes.append
-        edge_plans = plan.edges
-        #: signals for peer ranks, with the destination's ranks: sent after the done-sweep, so
-        #: each peer's message lists streamed items first (`_route_stream` files them as it goes)
-        externals: list[tuple[Signal, tuple[int, ...]]] = []
+        edge_plans = routes.edges
+        #: signals for peer ranks, with where each goes: sent after the done-sweep, so each
+        #: peer's message lists streamed items first (`_route_stream` files them as it goes)
+        externals: list[tuple[Signal, tuple[tuple[int, str], ...]]] = []
         seq = self._seq
         for item in items:
             if type(item) is Edge:
-                ep = edge_plans.get(id(item)) or plan.edge(item, self._payloads, self._default_payload)
-                name, dest, persist, new_token, nbytes, origin, stream, dest_wg = ep
+                ep = edge_plans.get(id(item)) or routes.edge(item, self._payloads, self._default_payload)
+                name, dest, persist, new_token, nbytes, origin, stream, target = ep
                 seq += 1
                 sig = Signal(name, dest, persist, new_token, nbytes, node, rank, walk, pass_no,
                              counter, origin, seq, stream)
             else:  # a loop's saved external input, routed again at the next iteration
                 sig = item
                 dest, persist, new_token, stream = sig.dest, sig.persist, sig.new_token, sig.stream
-                dest_wg = plan.to_wg(dest, stream)
+                target = routes.target(dest, stream)
             if new_token:
                 done.new_tokens += 1
             if persist:
                 # Every rank of a TP instance persists its own copy (the conductor keeps all).
                 done.to_conductor.append(sig)
                 add_route((sig, CONDUCTOR))
-            if stream:
-                if tp == 0:  # only the instance's rank 0 streams
-                    self._route_stream(done, req, sig, part)
+            kind, local, local_label, outs = target
+            if kind:
+                if tp == 0:
+                    if kind == _STREAM:  # only the instance's rank 0 streams
+                        self._route_stream(done, req, sig, part)
+                    elif dest == CLIENT:  # only the instance's rank 0 emits
+                        done.to_client.append(sig)
+                        add_route((sig, CLIENT))
                 continue
-            if dest_wg is None:  # the client or the conductor
-                if dest == CLIENT and tp == 0:  # only the instance's rank 0 emits
-                    done.to_client.append(sig)
-                    add_route((sig, CLIENT))
-                continue
-            ranks = wg_ranks[dest_wg]
-            if rank in ranks:
-                if req.states[dest_wg].ingest(sig) is REJECTED:
+            if local is not None:
+                if req.states[local].ingest(sig) is REJECTED:
                     # mstar sends a refused local edge to itself over the message path.
                     done.to_ranks.setdefault(rank, []).append(sig)
                     add_route((sig, self._rank_label[rank]))
                 else:
-                    add_route((sig, self._local_label[dest_wg]))
-            if tp == 0 and (len(ranks) > 1 or ranks[0] not in src_group):
-                externals.append((sig, ranks))
+                    add_route((sig, local_label))
+            if outs:
+                externals.append((sig, outs))
         self._seq = seq
         # The done-sweep runs after local ingest and before anything leaves this rank.
         current = req.walk_states[part] if req.current[part][0] == walk else _states_of_walk(req, walk)
@@ -423,18 +502,20 @@ class RankRuntime:
             if wst.done:
                 done.completed_wgs.append(wid)
                 wst.reset()
-        to_ranks, rank_label = done.to_ranks, self._rank_label
-        for sig, ranks in externals:
-            # Replicated fan-out: rank 0 of the source instance sends to every destination rank
-            # outside its own group; a rank inside it already took its own copy.
-            for r in ranks:
-                if r not in src_group:
-                    bucket = to_ranks.get(r)
-                    if bucket is None:
-                        bucket = to_ranks[r] = []
-                    bucket.append(sig)
-                    add_route((sig, rank_label[r]))
+        to_ranks = done.to_ranks
+        for sig, outs in externals:
+            for r, label in outs:
+                bucket = to_ranks.get(r)
+                if bucket is None:
+                    bucket = to_ranks[r] = []
+                bucket.append(sig)
+                add_route((sig, label))
         return done
+
+    def _routes_of(self, plan: _NodePlan, req: RequestState) -> _Routes:
+        routes = plan.routes[req.placement] = _Routes(
+            self.rank, plan, req.assignment.wg_ranks, (self._local_label, self._rank_label))
+        return routes
 
     def _plan_of(self, walk: str, node: str) -> _NodePlan:
         wg_id = self.wg_of[(walk, node)]
