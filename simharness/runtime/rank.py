@@ -259,7 +259,7 @@ class RankRuntime:
         self._plans: dict[tuple[str, str], _NodePlan] = {}
         #: each distinct placement of the requests admitted here -> its number (a few per run:
         #: one per combination of replicas chosen)
-        self._placements: dict[tuple[tuple[str, tuple[int, ...]], ...], int] = {}
+        self._placements: dict[tuple[tuple[int, ...], ...], int] = {}
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -271,7 +271,9 @@ class RankRuntime:
             if self.rank in assignment.wg_ranks[wg_id]
         }
         parts = partitions if partitions is not None else frozenset({self.partition_of[walk]})
-        placement = tuple(sorted(assignment.wg_ranks.items()))
+        # Every assignment of the layout names the same worker graphs in the same order (the
+        # layout's): their ranks alone tell two placements apart, and cost little to compare.
+        placement = tuple(assignment.wg_ranks.values())
         number = self._placements.get(placement)
         if number is None:
             number = self._placements[placement] = len(self._placements)
