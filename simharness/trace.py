@@ -68,6 +68,9 @@ class Recorder:
         # Without the events, the digest is fed as they happen: the events of the current block.
         self._hash = hashlib.sha256()
         self._pending: list[Any] = []
+        #: the buffer each block is encoded into, reused: it keeps its memory from block to
+        #: block, where a fresh encoding grew a new one every time
+        self._buf = bytearray()
         for obs in observers:
             self.subscribe(obs)
 
@@ -99,7 +102,7 @@ class Recorder:
 
     def _flush(self) -> None:
         if self._pending:
-            self._hash.update(block_bytes(self._pending))
+            hash_block(self._hash, self._pending, self._buf)
             self._pending = []
 
     def digest(self) -> str:
@@ -111,8 +114,9 @@ class Recorder:
             return _PREFIX + self._hash.copy().hexdigest()
         h = hashlib.sha256()
         events = self.events
+        buf = bytearray()
         for i in range(0, len(events), BLOCK):
-            h.update(block_bytes(events[i:i + BLOCK]))
+            hash_block(h, events[i:i + BLOCK], buf)
         return _PREFIX + h.hexdigest()
 
     def write_jsonl(self, path: str | Path) -> None:
@@ -149,9 +153,25 @@ def block_bytes(events: list[Any]) -> memoryview:
     msgpack array of the ``[name, event]`` pairs and the array's header is cut off, which leaves
     exactly the concatenated encodings, so a digest does not depend on where blocks begin.
     """
+    buf = bytearray()
+    start = _encode_block(events, buf)
+    return memoryview(buf)[start:]
+
+
+def hash_block(h: Any, events: list[Any], buf: bytearray) -> None:
+    """Feed `h` the `block_bytes` of `events`, encoded into `buf`: a bytearray the caller keeps
+    from block to block, so that no block allocates and grows a buffer of its own."""
+    start = _encode_block(events, buf)
+    with memoryview(buf) as view:  # released at once: `buf` cannot be resized while viewed
+        h.update(view[start:])
+
+
+def _encode_block(events: list[Any], buf: bytearray) -> int:
+    """Encode the ``[name, event]`` pairs of `events` into `buf` (replacing what it held) as
+    one msgpack array; return where the concatenated encodings begin (after its header)."""
     pairs = list(zip(map(_NAMES.__getitem__, map(type, events)), events, strict=True))
-    data = _ENCODER.encode(pairs)
-    return memoryview(data)[_array_header_size(len(pairs)):]
+    _ENCODER.encode_into(pairs, buf)
+    return _array_header_size(len(pairs))
 
 
 def _array_header_size(n: int) -> int:

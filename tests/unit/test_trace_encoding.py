@@ -9,7 +9,15 @@ import pytest
 
 from simharness import events as ev
 from simharness.run import simulate
-from simharness.trace import BLOCK, DIGEST_SCHEME, Recorder, block_bytes, event_bytes, other_scheme
+from simharness.trace import (
+    BLOCK,
+    DIGEST_SCHEME,
+    Recorder,
+    block_bytes,
+    event_bytes,
+    hash_block,
+    other_scheme,
+)
 from tests.factories import signal
 
 
@@ -33,6 +41,18 @@ def test_a_block_is_its_events_encodings_back_to_back_wherever_it_is_cut(bagel):
     many = [events[0]] * 70_000  # an array 32 header
     assert bytes(block_bytes(many)) == event_bytes(events[0]) * len(many)
     assert bytes(block_bytes([])) == b""
+
+
+def test_a_reused_buffer_hashes_each_block_alone(bagel):
+    # The streamed digest encodes every block into one bytearray: a short block after a long
+    # one must hash only its own bytes, not the long one's tail left in the buffer.
+    events = _events(bagel)
+    buf = bytearray()
+    h = hashlib.sha256()
+    blocks = [events[:500], events[500:503], events[503:], []]
+    for block in blocks:
+        hash_block(h, block, buf)
+    assert h.hexdigest() == hashlib.sha256(b"".join(map(event_bytes, events))).hexdigest()
 
 
 def test_a_kept_trace_and_a_streamed_one_give_the_same_digest(bagel):
