@@ -142,7 +142,8 @@ class _NodePlan:
         return None if stream or dest in (CLIENT, CONDUCTOR) else self.dest_wg[dest]
 
 
-#: how a signal is routed, besides the slots and ranks of its `_Target`
+#: what a `_Target` leads to: a node's slots (here, on peer ranks or both), a StreamBuffer, or an
+#: endpoint (the client or the conductor)
 _SLOT, _STREAM, _ENDPOINT = 0, 1, 2
 
 

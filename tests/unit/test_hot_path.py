@@ -1,6 +1,7 @@
 """What the simulation's fast paths must keep exactly as the plain version did: the order a
-peer's message lists its signals in, one door crossing for a whole inbox, the expect check's
-counts read from the forward log, and digests whatever the size of a digest block."""
+peer's message lists its signals in, one door crossing for a whole inbox, routing worked out
+once per placement, the expect check's counts read from the forward log, and digests whatever
+the size of a digest block."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from simharness import events as ev
 from simharness import trace
 from simharness.checks.expect import ExpectCheck
 from simharness.engine.simulation import SimWorker
+from simharness.placement.layout import Layout
+from simharness.runtime.profiles import MstarPython
+from simharness.runtime.rank import RankRuntime
 from simharness.run import run_scenario, simulate
 from simharness.scenario.loader import load_scenario
 from tests.conftest import SCENARIOS
+from tests.factories import signal
 from tests.helpers import build, node, raw_scenario
 
 
@@ -138,3 +143,22 @@ def test_an_effects_without_completions_shares_no_list_with_the_loop():
     done = loop.handle_stimulus(Finished(batch=chose.batch), 0.21)
     assert len(done.completions) == 1
     assert len(chose.completions) == 0  # what an earlier stimulus answered does not change
+
+
+def test_requests_placed_on_different_replicas_are_routed_to_their_own():
+    # B has two replicas, on ranks 1 and 2. Rank 0 keeps one routing table per placement: a
+    # table shared by every request would send r1's y to r0's replica.
+    walk = {"sequential": [node("A", ["x"], [("y", "B")]), node("B", ["y"], [("out", "client")])]}
+    sc = build(raw_scenario({"w": walk}, [{"node_names": ["A"], "ranks": [0]},
+                                          {"node_names": ["B"], "ranks": [1, 2]}],
+                            requests={"req": {"walks": ["w"], "inputs": ["x"]}},
+                            workload=[{"request": "req", "count": 3, "concurrency": 3}]))
+    layout = Layout.build(sc)
+    rank0 = RankRuntime(0, layout, MstarPython().semantics)
+    replicas = iter([0, 1, 0])
+    rids = ("r0", "r1", "r2")
+    for rid in rids:
+        rank0.admit(rid, "w", 0, layout.assign(lambda n: next(replicas)))
+        rank0.deliver(rid, "w", 0, [signal("x", "A")])
+    routes = {rid: [where for _, where in rank0.complete(rid, "A", "w").routes] for rid in rids}
+    assert routes == {"r0": ["rank:1"], "r1": ["rank:2"], "r2": ["rank:1"]}
