@@ -12,9 +12,9 @@ from simharness import trace
 from simharness.checks.expect import ExpectCheck
 from simharness.engine.simulation import SimWorker
 from simharness.placement.layout import Layout
+from simharness.run import run_scenario, simulate
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
-from simharness.run import run_scenario, simulate
 from simharness.scenario.loader import load_scenario
 from tests.conftest import SCENARIOS
 from tests.factories import signal
