@@ -17,8 +17,6 @@ import json
 import math
 import os
 import sys
-import tempfile
-import traceback
 from pathlib import Path
 
 from simharness import __version__, interrupts
@@ -340,6 +338,9 @@ def _detach_stdout(stream) -> None:
 
 def _internal_error(exc: BaseException) -> int:
     """One line naming the failure and where its traceback was saved; exit 3."""
+    import tempfile  # here, not at import: a run that does not fail never needs them
+    import traceback
+
     text = "".join(traceback.format_exception(exc))
     saved = ""
     try:
