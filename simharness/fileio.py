@@ -15,6 +15,7 @@ import errno
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -34,8 +35,6 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
         with open(target, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh
         return
-    import tempfile  # here, not at import: a run that writes no file never loads it
-
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     try:
         # mkstemp makes the file private (0600); a report or a scenario is an ordinary file, so it

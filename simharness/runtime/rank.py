@@ -95,12 +95,17 @@ class RequestState:
     rid: str
     assignment: Assignment
     states: dict[str, GraphState]
+    #: the request's placement, numbered per rank (`RankRuntime.admit`): requests placed alike
+    #: share a number, so a node's routing (`_Routes`) is worked out once per placement, not
+    #: per request. No default: a state given a number another placement has would be routed
+    #: as that placement is
+    placement: int
     #: partition -> (current walk, pass number), as the last message for it said
     current: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: partition -> this rank's worker graphs of the partition's current walk, in layout order
     walk_states: dict[str, list[tuple[str, GraphState]]] = field(default_factory=dict)
     #: the states of `walk_states`, partition after partition: what the scheduler scans for
-    #: ready nodes (rebuilt whenever `walk_states` changes, in `RankRuntime.set_walk`)
+    #: ready nodes (rebuilt with `walk_states`, by `show_walk`)
     scan: list[GraphState] = field(default_factory=list)
     #: partition -> node -> the worker graphs of `walk_states` that hold it (one, as placement
     #: divides a walk): where a delivered signal is offered, without asking the others, which
@@ -112,10 +117,17 @@ class RequestState:
     buffers: dict[str, StreamBuffer] = field(default_factory=dict)
     #: the partitions the request runs (the others are done from the start)
     partitions: frozenset[str] = frozenset()
-    #: the request's placement, numbered per rank: requests placed alike share a number, so a
-    #: node's routing (`_Routes`) is worked out once per placement, not per request
-    placement: int = 0
 
+    def show_walk(self, part: str, walk: str) -> None:
+        """`walk` becomes partition `part`'s current walk here: `walk_states` and what is
+        derived from it (`scan`, `by_dest`) are rebuilt together."""
+        self.walk_states[part] = states = _states_of_walk(self, walk)
+        self.scan = [st for of_part in self.walk_states.values() for _, st in of_part]
+        by_dest: dict[str, list[tuple[str, GraphState]]] = {}
+        for wg_st in states:
+            for node in wg_st[1].spec.nodes:
+                by_dest.setdefault(node, []).append(wg_st)
+        self.by_dest[part] = by_dest
 
 
 class _NodePlan:
@@ -278,7 +290,7 @@ class RankRuntime:
         number = self._placements.get(placement)
         if number is None:
             number = self._placements[placement] = len(self._placements)
-        req = RequestState(rid, assignment, states, partitions=parts, placement=number)
+        req = RequestState(rid, assignment, states, number, partitions=parts)
         self.requests[rid] = req
         for (src, edge), (conn, consumer, wgs) in self._streams.items():
             if conn.dst in parts and any(w in states for w in wgs):
@@ -290,13 +302,7 @@ class RankRuntime:
         part = self.partition_of[walk]
         if req.current.get(part) != (walk, pass_no):
             if part not in req.current or req.current[part][0] != walk:
-                req.walk_states[part] = states = _states_of_walk(req, walk)
-                req.scan = [st for states in req.walk_states.values() for _, st in states]
-                by_dest: dict[str, list[tuple[str, GraphState]]] = {}
-                for wg_st in states:
-                    for node in wg_st[1].spec.nodes:
-                        by_dest.setdefault(node, []).append(wg_st)
-                req.by_dest[part] = by_dest
+                req.show_walk(part, walk)
             if part in req.current and req.current[part][1] != pass_no:
                 req.stopped[part] = set()  # a new pass starts with no loop stopped
             req.current[part] = (walk, pass_no)

@@ -173,7 +173,7 @@ class WorkerLoop:
         """Handle one message; what it sends is appended to `sends`."""
         runtime = self.runtime
         if isinstance(msg, InputSignals):  # most messages: the first question asked
-            if msg.rid in runtime.requests or self._known(msg, now):
+            if self._known(msg, now):
                 if msg.kv is not None:
                     self.kv.learn(self.records[msg.rid], msg.kv)
                 self._ingest(msg.rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
