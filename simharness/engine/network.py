@@ -4,7 +4,7 @@ Each ordered (sender, receiver) pair is one link that carries one message at a t
 starts when the link is free, takes ``bytes / bandwidth`` to transmit and ``latency`` to arrive.
 Arrival times on one link therefore never decrease, which gives mstar's only ordering guarantee
 (FIFO per sender-receiver pair, reference/mstar_semantics.md section 7.1); messages on different
-links may overtake each other. Delivery is an `Arrival` scheduled on the simpy environment,
+links may overtake each other. Delivery is a `Tick` scheduled on the simpy environment,
 whose callback hands the message over: ``deliver(msg, arrival)`` (a `functools.partial` of the
 handler, so an arrival runs no frame of ours before the handler's).
 
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import simpy
 from simpy.events import NORMAL
 
@@ -29,19 +30,18 @@ if TYPE_CHECKING:
 CONTROL_BYTES = 512
 
 
-class Arrival:
-    """A message arriving: the least an event needs to be scheduled by ``Environment.schedule``
-    and processed by ``Environment.step`` (its callbacks, and that it succeeded). A simpy
-    `Timeout` would do the same with a frame of Python for its constructor and a dict per
-    message; nothing waits on an arrival, so nothing else of an event is needed. Scheduled
-    exactly as a timeout of the same delay is (priority NORMAL, the environment's event
-    counter), so the order of events is the same."""
+class Tick(msgspec.Struct):
+    """The least event simpy's ``Environment.step`` and ``Process._resume`` need: its
+    callbacks, that it succeeded, and its value (None). Made in C (a Struct), where a simpy
+    `Timeout` or `Event` runs a Python constructor; scheduled by ``Environment.schedule`` exactly
+    as a timeout of the same delay (priority NORMAL, the environment's event counter), so the
+    order of events is the same. Used for a message arriving (nothing waits on it: its one
+    callback hands the message over), a batch running and an idle rank's wake-up (a process
+    waits on those: simpy appends its resume to the callbacks)."""
 
-    __slots__ = ("callbacks",)
+    callbacks: list[Callable[[Any], None]] | None
     _ok = True
-
-    def __init__(self, callback: Callable[[Any], None]) -> None:
-        self.callbacks: list[Callable[[Any], None]] | None = [callback]
+    _value = None
 
 
 class Network:
@@ -72,7 +72,7 @@ class Network:
         arrival = end + self.latency
         if self.faults is not None:
             return self._send_perturbed(key, src, dst, arrival, deliver, msg)
-        self._schedule(Arrival(partial(deliver, msg)), NORMAL, arrival - now)
+        self._schedule(Tick([partial(deliver, msg)]), NORMAL, arrival - now)
         return arrival
 
     def _send_perturbed(self, key: tuple[int, int], src: int, dst: int, arrival: float,
@@ -90,5 +90,5 @@ class Network:
             delay = math.nextafter(delay, math.inf)
         self._last_arrival[key] = now + delay
         for _ in range(copies):
-            self._schedule(Arrival(partial(deliver, msg)), NORMAL, delay)
+            self._schedule(Tick([partial(deliver, msg)]), NORMAL, delay)
         return arrival

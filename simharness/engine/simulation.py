@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
+from simpy.events import NORMAL
 
 from simharness import events as ev
 from simharness.drive.core import (
@@ -51,7 +52,7 @@ from simharness.drive.core import (
 )
 from simharness.drive.worker import worker_main
 from simharness.engine.faults import Perturbations
-from simharness.engine.network import Network
+from simharness.engine.network import Network, Tick
 from simharness.placement.layout import Layout
 from simharness.ridmap import RidMap
 from simharness.rng import RandomStreams
@@ -299,7 +300,8 @@ class SimWorker:
         self.rank = loop.rank
         self.inbox: list[Any] = []
         #: what the idle rank waits on, until the first message arrives
-        self._wake: simpy.Event | None = None
+        self._wake: Tick | None = None
+        self._schedule = sim.env.schedule
         #: set by a crash fault: the rank finishes nothing more and loses what is sent to it
         self.stopped = False
         self._duration_of = sim.fake_nodes.duration
@@ -310,14 +312,14 @@ class SimWorker:
         self._shuffle = faults is not None and faults.shuffle_ties
 
     def deliver(self, msg: Any, _arrival: Any = None) -> None:
-        """A message arrived (`Network` calls this with its `Arrival`)."""
+        """A message arrived (`Network` calls this with its `Tick`)."""
         if self.stopped:
             return
         self.inbox.append(msg)
         wake = self._wake
-        if wake is not None:  # idle: the first arrival wakes the rank
+        if wake is not None:  # idle: the first arrival wakes the rank (as `Event.succeed` would)
             self._wake = None
-            wake.succeed()
+            self._schedule(wake, NORMAL, 0)
 
     # -- WorkerPort ---------------------------------------------------------------------------
 
@@ -340,8 +342,8 @@ class SimWorker:
     def chosen(self, batch: Batch | None) -> None:
         pass
 
-    def idle(self) -> simpy.Event:
-        self._wake = self.env.event()
+    def idle(self) -> Tick:
+        self._wake = Tick([])
         return self._wake
 
     def duration(self, batch: Batch) -> float:
@@ -353,8 +355,10 @@ class SimWorker:
     def collective(self, batch: Batch) -> simpy.Event:
         return self.sim.collective(batch.instance, batch.tp_number)
 
-    def execute(self, batch: Batch, duration: float) -> simpy.Event:
-        return self.env.timeout(duration)
+    def execute(self, batch: Batch, duration: float) -> Tick:
+        tick = Tick([])  # what `env.timeout(duration)` would schedule, made in C
+        self._schedule(tick, NORMAL, duration)
+        return tick
 
     def finished(self, effects: Effects) -> None:
         self.apply(effects)

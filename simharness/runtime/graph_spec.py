@@ -51,15 +51,21 @@ class NodeSpec:
         #: a top-level node whose completion clears its slot (the registry holds it by name)
         self.clears_own_slot = loop is None
         #: input name -> the enclosing loops (innermost first) for which it is an external
-        #: input: each saves the first copy it sees, to route it again at every advance
-        self.saved_by: dict[str, tuple[str, ...]] = {}
+        #: input: each saves the first copy it sees, to route it again at every advance. Every
+        #: input has an entry (empty for most), so one lookup tells an ingest both whether the
+        #: name is an input of the node and who saves it.
+        self.saved_by: dict[str, tuple[str, ...]] = {name: () for name in node.inputs}
+
+
+#: iterations of a loop whose contexts `LoopSpec.context_at` keeps
+CONTEXTS_KEPT = 1024
 
 
 class LoopSpec:
     __slots__ = (
         "name", "max_iters", "parent", "entities", "n_entities", "entity_of", "outputs",
         "declared", "ext_inputs", "loop_back", "local_loop_back", "dynamic", "stop_by", "depth",
-        "entity_nodes", "entity_loops", "registry_name", "parent_outputs",
+        "entity_nodes", "entity_loops", "registry_name", "parent_outputs", "contexts",
     )
 
     def __init__(self, loop: Loop, parent: LoopSpec | None) -> None:
@@ -88,6 +94,21 @@ class LoopSpec:
         self.entity_loops: tuple[LoopSpec, ...] = ()
         self.registry_name = loop_key(loop.name)
         self.parent_outputs: tuple[Edge, ...] = ()
+        #: iteration -> a top-level loop's `GraphState.loop_context` at that iteration without a
+        #: finish signal: one tuple per iteration for every request (see `context_at`)
+        self.contexts: list[tuple[tuple[str, int, int, bool], ...]] = []
+
+    def context_at(self, i: int) -> tuple[tuple[str, int, int, bool], ...]:
+        """The loop context of a top-level loop at iteration `i`, no finish signal: made once
+        per iteration (kept for the first `CONTEXTS_KEPT` iterations) and shared by every
+        request, since a forward's context is one of a handful of tuples. Asked only once the
+        spec is final (at the first forward), so a spec changed after it was built (a broken
+        runtime's ``max_iters``) is never cached before the change."""
+        ctx = ((self.name, i, self.max_iters, self.max_iters == i + 1),)
+        ctxs = self.contexts
+        if i == len(ctxs) and i < CONTEXTS_KEPT:
+            ctxs.append(ctx)
+        return ctx
 
 
 def loop_key(name: str) -> str:
@@ -142,8 +163,7 @@ class GraphSpec:
                     if (name, ns.name) in lp.ext_inputs:
                         savers.append(lp.name)
                     lp = lp.parent
-                if savers:
-                    ns.saved_by[name] = tuple(savers)
+                ns.saved_by[name] = tuple(savers)
         for lp in self.loops.values():
             lp.entity_nodes = tuple(k for k in lp.entities if loop_of(k) is None)
             lp.entity_loops = tuple(self.loops[name] for k in lp.entities

@@ -122,8 +122,11 @@ class GraphState:
     def ingest(self, sig: Signal, can_buffer: bool = True) -> str:
         spec = self.spec
         ns = spec.nodes.get(sig.dest)
+        if ns is None:
+            return REJECTED
         name = sig.name
-        if ns is None or name not in ns.input_set:
+        savers = ns.saved_by.get(name)
+        if savers is None:  # not an input of the node
             return REJECTED
         node = ns.name
         cur = self.cur[node]
@@ -138,13 +141,14 @@ class GraphState:
             where = NEXT
         lp = ns.loop
         if lp is not None:
-            if spec.parks and self._loop_or_ancestor_done(lp):
+            # (the innermost loop asked here: most loops have no parent to walk up to)
+            if spec.parks and (self.loops[lp.name].done or (
+                    lp.parent is not None and self._loop_or_ancestor_done(lp.parent))):
                 # Rust: "the slot keeps it for reset; queueing the node would start the body again"
                 return PARKED
             # The loop registries see every ingest on the way up: each loop saves the first copy
             # of each of its external inputs for re-injection at the next iteration.
-            savers = ns.saved_by.get(name)
-            if savers is not None:
+            if savers:
                 loops = self.loops
                 for saver in savers:
                     st = loops[saver]
@@ -180,7 +184,11 @@ class GraphState:
         lp = self.spec.nodes[node].loop
         if lp is not None and lp.parent is None:  # most nodes: one loop
             st = self.loops[lp.name]
-            return ((lp.name, st.curr_iter, lp.max_iters, st.finish or lp.max_iters == st.curr_iter + 1),)
+            i = st.curr_iter
+            if st.finish:
+                return ((lp.name, i, lp.max_iters, True),)
+            ctxs = lp.contexts
+            return ctxs[i] if i < len(ctxs) else lp.context_at(i)
         out = []
         while lp is not None:
             st = self.loops[lp.name]

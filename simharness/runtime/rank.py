@@ -10,7 +10,7 @@ worker loop) calls it; it never sends anything itself. It answers:
   (mstar overwrites the partition's ``fwd_info`` with the sender's), then each signal is offered
   to that walk's worker graphs in order; a signal none of them accepts is dropped silently, as
   mstar does; streamed items go to their StreamBuffer;
-* `ready_work`, `state_of`: what can run;
+* `ready_work` (and `ready_groups`, the same grouped for the scheduler), `state_of`: what can run;
 * `stop_loops` / `peer_stop`: a dynamic stop found here (mstar ``stop_loops``), or announced by a
   peer (STOP_LOOPS), registers the finish flag on the loop in every current-walk worker graph;
 * `complete`: a node finished for one request: the graph state advances, and each output is
@@ -399,6 +399,23 @@ class RankRuntime:
                 for rid, req in self.requests.items() for st in req.scan if st.ready
                 for node in st.ready]
 
+    def ready_groups(self) -> dict[tuple[str, str], list[tuple[str, GraphState]]]:
+        """`ready_work` grouped by (node, walk), as the scheduler picks among them: each group's
+        (rid, state) in `ready_work`'s order, groups in the order of their first ready node.
+        Built here in one pass, without a 4-tuple per ready node."""
+        groups: dict[tuple[str, str], list[tuple[str, GraphState]]] = {}
+        for rid, req in self.requests.items():
+            for st in req.scan:
+                if st.ready:
+                    walk = st.spec.walk
+                    for node in st.ready:
+                        group = groups.get((node, walk))
+                        if group is None:
+                            groups[(node, walk)] = [(rid, st)]
+                        else:
+                            group.append((rid, st))
+        return groups
+
     def state_of(self, rid: str, walk: str, node: str) -> GraphState | None:
         req = self.requests.get(rid)
         if req is None:
@@ -505,12 +522,15 @@ class RankRuntime:
             if outs:
                 externals.append((sig, outs))
         self._seq = seq
-        # The done-sweep runs after local ingest and before anything leaves this rank.
-        current = req.walk_states[part] if req.current[part][0] == walk else _states_of_walk(req, walk)
-        for wid, wst in current:
-            if wst.done:
-                done.completed_wgs.append(wid)
-                wst.reset()
+        # The done-sweep runs after local ingest and before anything leaves this rank. Only a
+        # completion makes a worker graph done (an ingest never does), and each completion
+        # sweeps, so a sweep finds nothing unless this completion's own graph is done.
+        if st.done:
+            current = req.walk_states[part] if req.current[part][0] == walk else _states_of_walk(req, walk)
+            for wid, wst in current:
+                if wst.done:
+                    done.completed_wgs.append(wid)
+                    wst.reset()
         to_ranks = done.to_ranks
         for sig, outs in externals:
             for r, label in outs:

@@ -87,24 +87,25 @@ class MicroScheduler:
             batch = self._from_backlog(runtime, blocked)
             if batch is not None:
                 return batch
-        ready: dict[tuple[str, str], list[tuple[str, GraphState]]] = {}
         gate, gated = self._gate, self._gated
         # Most scheduling passes hold nothing back: no removal pending, nothing excluded or
         # skipped, no gated node (None means the gate may hold any node).
-        filtering = bool(blocked or exclude or skip) or gated is None or bool(gated)
-        for node, walk, rid, st in runtime.ready_work():
-            key = (node, walk)
-            if filtering:
+        if not (blocked or exclude or skip) and gated is not None and not gated:
+            ready = runtime.ready_groups()
+        else:
+            ready = {}
+            for node, walk, rid, st in runtime.ready_work():
+                key = (node, walk)
                 if rid in blocked or key == exclude or (skip is not None and skip(node, walk, rid)):
                     continue
                 if (gated is None or node in gated) and gate(node, walk, rid, st):
                     self._held(node, walk, rid, st)
                     continue
-            group = ready.get(key)
-            if group is None:
-                ready[key] = [(rid, st)]
-            else:
-                group.append((rid, st))
+                group = ready.get(key)
+                if group is None:
+                    ready[key] = [(rid, st)]
+                else:
+                    group.append((rid, st))
         if not ready:
             return None
         last = self.last_scheduled

@@ -105,6 +105,12 @@ class _ShuffledRank(RankRuntime):
         self._rng.shuffle(work)
         return iter(work)
 
+    def ready_groups(self):
+        groups = {}
+        for node, walk, rid, st in self.ready_work():
+            groups.setdefault((node, walk), []).append((rid, st))
+        return groups
+
     def complete(self, rid, node, walk):
         done = super().complete(rid, node, walk)
         self._rng.shuffle(done.routes)  # the order a completion reports its routes in varies too
