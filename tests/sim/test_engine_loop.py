@@ -1,0 +1,82 @@
+"""The simulation's own stepping of simpy's queue, and its `Tick` events, behave as simpy's.
+
+`Simulation._run` takes events off the environment's queue itself instead of calling
+``Environment.step``; a batch's run, an idle rank's wake-up and a message's arrival are `Tick`
+structs instead of simpy `Timeout`s and `Event`s. The digest tests hold both to the order of
+events simpy gave before; these tests hold the rest: a failing process still ends the run with
+its exception, and a `Tick` takes its place among simpy's own events exactly as a timeout of
+the same delay would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import simpy
+from simpy.events import NORMAL
+
+from simharness.engine.network import Tick
+from simharness.run import simulate
+from simharness.runtime.profiles import MstarPython
+from simharness.runtime.worker_loop import WorkerLoop
+from simharness.scenario.loader import load_scenario
+
+BAGEL = Path(__file__).resolve().parents[2] / "scenarios" / "bagel_cfg.yaml"
+
+
+class _Boom(RuntimeError):
+    pass
+
+
+class _FailingLoop(WorkerLoop):
+    def _finish(self, batch, now):
+        raise _Boom(f"rank {self.rank} cannot finish {batch.node}")
+
+
+class FailsAtFirstFinish(MstarPython):
+    """The worker loop raises when its first batch finishes: its simpy process fails."""
+
+    worker_loop_class = _FailingLoop
+
+
+def test_a_failing_process_ends_the_run_with_its_exception():
+    sc = load_scenario(BAGEL)
+    with pytest.raises(_Boom, match="cannot finish") as info:
+        simulate(sc, "tests.sim.test_engine_loop:FailsAtFirstFinish", keep_trace=False)
+    # As Environment.step raises it: a copy, caused by the process's own exception.
+    assert isinstance(info.value.__cause__, _Boom)
+
+
+def test_a_tick_is_ordered_among_timeouts_as_a_timeout_of_its_delay():
+    env = simpy.Environment()
+    order: list[str] = []
+
+    def mark(name):
+        return lambda _event: order.append(name)
+
+    for i, delay in enumerate([2.0, 1.0, 1.0, 0.0, 2.0, 1.0]):
+        name = f"{i}@{delay}"
+        if i % 2:
+            tick = Tick([mark(name)])
+            env.schedule(tick, NORMAL, delay)
+        else:
+            env.timeout(delay).callbacks.append(mark(name))
+    env.run()
+    # Time first, then the order they were scheduled in, Tick or Timeout alike.
+    assert order == ["3@0.0", "1@1.0", "2@1.0", "5@1.0", "0@2.0", "4@2.0"]
+
+
+def test_a_process_waits_on_a_tick_and_resumes_with_none():
+    env = simpy.Environment()
+    got = []
+
+    def proc():
+        tick = Tick([])
+        env.schedule(tick, NORMAL, 3.0)
+        got.append((yield tick))
+        got.append(env.now)
+
+    env.process(proc())
+    env.run()
+    assert got == [None, 3.0]
