@@ -64,12 +64,14 @@ class Completion(msgspec.Struct, eq=False):
     routes: list[tuple[Signal, str]] = msgspec.field(default_factory=list)
     #: peer rank -> signals to send there (a refused local signal is sent to this rank itself)
     to_ranks: dict[int, list[Signal]] = msgspec.field(default_factory=dict)
-    to_client: list[Signal] = msgspec.field(default_factory=list)
-    to_conductor: list[Signal] = msgspec.field(default_factory=list)
+    # The four below are rarely filled: each is an empty tuple until its first item (a list
+    # then), so that a completion does not allocate four lists it never uses.
+    to_client: list[Signal] | tuple[()] = ()
+    to_conductor: list[Signal] | tuple[()] = ()
     #: streamed items for a StreamBuffer on this rank
-    stream_local: list[Signal] = msgspec.field(default_factory=list)
+    stream_local: list[Signal] | tuple[()] = ()
     #: worker graphs of this walk that are done (and were reset) after this completion
-    completed_wgs: list[str] = msgspec.field(default_factory=list)
+    completed_wgs: list[str] | tuple[()] = ()
     #: this pass consumed its stream's final chunk: its partition is done
     partition_done: bool = False
     #: output tokens this completion produced (edges marked new_token)
@@ -501,6 +503,8 @@ class RankRuntime:
                 done.new_tokens += 1
             if persist:
                 # Every rank of a TP instance persists its own copy (the conductor keeps all).
+                if not done.to_conductor:
+                    done.to_conductor = []
                 done.to_conductor.append(sig)
                 add_route((sig, CONDUCTOR))
             kind, local, local_label, outs = target
@@ -509,6 +513,8 @@ class RankRuntime:
                     if kind == _STREAM:  # only the instance's rank 0 streams
                         self._route_stream(done, req, sig, part)
                     elif dest == CLIENT:  # only the instance's rank 0 emits
+                        if not done.to_client:
+                            done.to_client = []
                         done.to_client.append(sig)
                         add_route((sig, CLIENT))
                 continue
@@ -529,6 +535,8 @@ class RankRuntime:
             current = req.walk_states[part] if req.current[part][0] == walk else _states_of_walk(req, walk)
             for wid, wst in current:
                 if wst.done:
+                    if not done.completed_wgs:
+                        done.completed_wgs = []
                     done.completed_wgs.append(wid)
                     wst.reset()
         to_ranks = done.to_ranks
@@ -563,6 +571,8 @@ class RankRuntime:
         ranks = sorted({r for w in wgs for r in req.assignment.wg_ranks[w]})
         for r in ranks:
             if r == self.rank:
+                if not done.stream_local:
+                    done.stream_local = []
                 done.stream_local.append(sig)
             else:
                 done.to_ranks.setdefault(r, []).append(sig)

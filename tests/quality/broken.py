@@ -186,7 +186,7 @@ class _FollowerEmits(RankRuntime):
                     self._seq += 1
                     sig = Signal(e.name, e.to, False, False, 8, node, self.rank, walk, done.pass_no,
                                  done.counter, "node", self._seq)
-                    done.to_client.append(sig)
+                    done.to_client = [*done.to_client, sig]
                     done.routes.append((sig, "client"))
         return done
 
@@ -201,7 +201,7 @@ class _ForgetsReport(RankRuntime):
     def complete(self, rid, node, walk):
         done = super().complete(rid, node, walk)
         if self.rank == 1:
-            done.completed_wgs.clear()  # rank 1 never reports a worker graph done
+            done.completed_wgs = ()  # rank 1 never reports a worker graph done
         return done
 
 
