@@ -4,9 +4,10 @@ Each ordered (sender, receiver) pair is one link that carries one message at a t
 starts when the link is free, takes ``bytes / bandwidth`` to transmit and ``latency`` to arrive.
 Arrival times on one link therefore never decrease, which gives mstar's only ordering guarantee
 (FIFO per sender-receiver pair, reference/mstar_semantics.md section 7.1); messages on different
-links may overtake each other. Delivery is a `Tick` scheduled on the simpy environment,
-whose callback hands the message over: ``deliver(msg, arrival)`` (a `functools.partial` of the
-handler, so an arrival runs no frame of ours before the handler's).
+links may overtake each other. Delivery is a `Tick` that carries the message, scheduled on the
+simpy environment, whose one callback is the receiver's handler: ``deliver(tick)``, which reads
+``tick.msg`` (the callbacks are one tuple per handler, made once: an arrival allocates nothing
+but its `Tick`).
 
 With a perturbation plan (`simharness.engine.faults`) a message may get extra latency, arrive
 twice or not at all; it still never overtakes an earlier message of its link.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -39,7 +39,10 @@ class Tick(msgspec.Struct):
     callback hands the message over), a batch running and an idle rank's wake-up (a process
     waits on those: simpy appends its resume to the callbacks)."""
 
-    callbacks: list[Callable[[Any], None]] | None
+    #: a list where a process may wait on it (simpy appends its resume), else a tuple
+    callbacks: list[Callable[[Any], None]] | tuple[Callable[[Any], None], ...] | None
+    #: the message an arrival hands over
+    msg: Any = None
     _ok = True
     _value = None
 
@@ -55,11 +58,13 @@ class Network:
         #: the perturbation plan, or None
         self.faults = faults
         self._last_arrival: dict[tuple[int, int], float] = {}
+        #: handler -> the callbacks of its arrivals, ``(handler,)``
+        self._callbacks: dict[Callable[[Tick], None], tuple[Callable[[Tick], None]]] = {}
 
-    def send(self, src: int, dst: int, payload_bytes: int, deliver: Callable[[Any, Any], None],
+    def send(self, src: int, dst: int, payload_bytes: int, deliver: Callable[[Tick], None],
              msg: Any, now: float | None = None) -> float:
-        """Schedule `deliver(msg, event)` at the arrival time; return that time. `now`: the
-        current time, when the caller has it at hand."""
+        """Schedule `deliver(tick)` at the arrival time, `tick.msg` being `msg`; return that
+        time. `now`: the current time, when the caller has it at hand."""
         env = self.env
         if now is None:
             now = env.now
@@ -70,13 +75,16 @@ class Network:
         end = start + (payload_bytes + CONTROL_BYTES) / self.bandwidth
         self._free_at[key] = end
         arrival = end + self.latency
+        callbacks = self._callbacks.get(deliver)
+        if callbacks is None:
+            callbacks = self._callbacks[deliver] = (deliver,)
         if self.faults is not None:
-            return self._send_perturbed(key, src, dst, arrival, deliver, msg)
-        self._schedule(Tick([partial(deliver, msg)]), NORMAL, arrival - now)
+            return self._send_perturbed(key, src, dst, arrival, callbacks, msg)
+        self._schedule(Tick(callbacks, msg), NORMAL, arrival - now)
         return arrival
 
     def _send_perturbed(self, key: tuple[int, int], src: int, dst: int, arrival: float,
-                        deliver: Callable[[Any, Any], None], msg: Any) -> float:
+                        callbacks: tuple[Callable[[Tick], None]], msg: Any) -> float:
         copies, extra = self.faults.on_send(src, dst, msg)
         arrival += extra
         now = self.env.now
@@ -90,5 +98,5 @@ class Network:
             delay = math.nextafter(delay, math.inf)
         self._last_arrival[key] = now + delay
         for _ in range(copies):
-            self._schedule(Tick([partial(deliver, msg)]), NORMAL, delay)
+            self._schedule(Tick(callbacks, msg), NORMAL, delay)
         return arrival

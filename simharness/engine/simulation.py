@@ -174,11 +174,11 @@ class Simulation:
         if eff.sends:
             self.send_all(CONDUCTOR_ID, eff.sends)
 
-    def _conductor_deliver(self, msg: Any, _arrival: Any = None) -> None:
-        self._conduct(Arrived(msg=msg))
+    def _conductor_deliver(self, tick: Tick) -> None:
+        self._conduct(Arrived(msg=tick.msg))
 
-    def _client_deliver(self, msg: Any, _arrival: Any = None) -> None:
-        eff = self.client.handle_stimulus(Arrived(msg=msg), self.env.now)
+    def _client_deliver(self, tick: Tick) -> None:
+        eff = self.client.handle_stimulus(Arrived(msg=tick.msg), self.env.now)
         if eff.events:
             self.recorder.emit_all(eff.events)
         if eff.sends:
@@ -330,11 +330,11 @@ class SimWorker:
         self._faults = faults
         self._shuffle = faults is not None and faults.shuffle_ties
 
-    def deliver(self, msg: Any, _arrival: Any = None) -> None:
+    def deliver(self, tick: Tick) -> None:
         """A message arrived (`Network` calls this with its `Tick`)."""
         if self.stopped:
             return
-        self.inbox.append(msg)
+        self.inbox.append(tick.msg)
         wake = self._wake
         if wake is not None:  # idle: the first arrival wakes the rank (as `Event.succeed` would)
             self._wake = None

@@ -39,7 +39,7 @@ def _deliveries(sends: list[tuple[float, float]]) -> list[int]:
         for i, (at, _) in enumerate(sends):
             if at > env.now:
                 yield env.timeout(at - env.now)
-            net.send(0, 1, 0, lambda msg, _event: got.append(msg), i)
+            net.send(0, 1, 0, lambda tick: got.append(tick.msg), i)
 
     env.process(sender())
     env.run()
