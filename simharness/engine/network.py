@@ -19,32 +19,16 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import simpy
 from simpy.events import NORMAL
+
+from simharness.engine.tick import Tick
 
 if TYPE_CHECKING:
     from simharness.engine.faults import Perturbations
 
 #: Bytes of framing and metadata in every message (request info, edge descriptors).
 CONTROL_BYTES = 512
-
-
-class Tick(msgspec.Struct):
-    """The least event simpy's ``Environment.step`` and ``Process._resume`` need: its
-    callbacks, that it succeeded, and its value (None). Made in C (a Struct), where a simpy
-    `Timeout` or `Event` runs a Python constructor; scheduled by ``Environment.schedule`` exactly
-    as a timeout of the same delay (priority NORMAL, the environment's event counter), so the
-    order of events is the same. Used for a message arriving (nothing waits on it: its one
-    callback hands the message over), a batch running and an idle rank's wake-up (a process
-    waits on those: simpy appends its resume to the callbacks)."""
-
-    #: a list where a process may wait on it (simpy appends its resume), else a tuple
-    callbacks: list[Callable[[Any], None]] | tuple[Callable[[Any], None], ...] | None
-    #: the message an arrival hands over
-    msg: Any = None
-    _ok = True
-    _value = None
 
 
 class Network:

@@ -53,7 +53,8 @@ from simharness.drive.core import (
 )
 from simharness.drive.worker import worker_main
 from simharness.engine.faults import Perturbations
-from simharness.engine.network import Network, Tick
+from simharness.engine.network import Network
+from simharness.engine.tick import Tick
 from simharness.placement.layout import Layout
 from simharness.ridmap import RidMap
 from simharness.rng import RandomStreams

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -65,7 +65,7 @@ class Completion(msgspec.Struct, eq=False):
     #: peer rank -> signals to send there (a refused local signal is sent to this rank itself)
     to_ranks: dict[int, list[Signal]] = msgspec.field(default_factory=dict)
     # The four below are rarely filled: each is an empty tuple until its first item (a list
-    # then), so that a completion does not allocate four lists it never uses.
+    # then, made by `add`), so that a completion does not allocate four lists it never uses.
     to_client: list[Signal] | tuple[()] = ()
     to_conductor: list[Signal] | tuple[()] = ()
     #: streamed items for a StreamBuffer on this rank
@@ -76,6 +76,16 @@ class Completion(msgspec.Struct, eq=False):
     partition_done: bool = False
     #: output tokens this completion produced (edges marked new_token)
     new_tokens: int = 0
+
+    def add(self, field: str, item: Any) -> None:
+        """Append `item` to one of the four rarely filled lists (``to_client``,
+        ``to_conductor``, ``stream_local``, ``completed_wgs``), making the list at its first
+        item."""
+        items = getattr(self, field)
+        if not items:
+            items = []
+            setattr(self, field, items)
+        items.append(item)
 
     def local(self) -> list[Signal]:
         """The routed signals this rank ingested itself (same or sibling worker graph)."""
@@ -503,9 +513,7 @@ class RankRuntime:
                 done.new_tokens += 1
             if persist:
                 # Every rank of a TP instance persists its own copy (the conductor keeps all).
-                if not done.to_conductor:
-                    done.to_conductor = []
-                done.to_conductor.append(sig)
+                done.add("to_conductor", sig)
                 add_route((sig, CONDUCTOR))
             kind, local, local_label, outs = target
             if kind:
@@ -513,9 +521,7 @@ class RankRuntime:
                     if kind == _STREAM:  # only the instance's rank 0 streams
                         self._route_stream(done, req, sig, part)
                     elif dest == CLIENT:  # only the instance's rank 0 emits
-                        if not done.to_client:
-                            done.to_client = []
-                        done.to_client.append(sig)
+                        done.add("to_client", sig)
                         add_route((sig, CLIENT))
                 continue
             if local is not None:
@@ -535,9 +541,7 @@ class RankRuntime:
             current = req.walk_states[part] if req.current[part][0] == walk else _states_of_walk(req, walk)
             for wid, wst in current:
                 if wst.done:
-                    if not done.completed_wgs:
-                        done.completed_wgs = []
-                    done.completed_wgs.append(wid)
+                    done.add("completed_wgs", wid)
                     wst.reset()
         to_ranks = done.to_ranks
         for sig, outs in externals:
@@ -571,9 +575,7 @@ class RankRuntime:
         ranks = sorted({r for w in wgs for r in req.assignment.wg_ranks[w]})
         for r in ranks:
             if r == self.rank:
-                if not done.stream_local:
-                    done.stream_local = []
-                done.stream_local.append(sig)
+                done.add("stream_local", sig)
             else:
                 done.to_ranks.setdefault(r, []).append(sig)
             done.routes.append((sig, self._stream_label[r]))

@@ -186,7 +186,7 @@ class _FollowerEmits(RankRuntime):
                     self._seq += 1
                     sig = Signal(e.name, e.to, False, False, 8, node, self.rank, walk, done.pass_no,
                                  done.counter, "node", self._seq)
-                    done.to_client = [*done.to_client, sig]
+                    done.add("to_client", sig)
                     done.routes.append((sig, "client"))
         return done
 

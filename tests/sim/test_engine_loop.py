@@ -16,7 +16,7 @@ import pytest
 import simpy
 from simpy.events import NORMAL
 
-from simharness.engine.network import Tick
+from simharness.engine.tick import Tick
 from simharness.run import simulate
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.worker_loop import WorkerLoop

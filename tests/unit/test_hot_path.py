@@ -162,3 +162,32 @@ def test_requests_placed_on_different_replicas_are_routed_to_their_own():
         rank0.deliver(rid, "w", 0, [signal("x", "A")])
     routes = {rid: [where for _, where in rank0.complete(rid, "A", "w").routes] for rid in rids}
     assert routes == {"r0": ["rank:1"], "r1": ["rank:2"], "r2": ["rank:1"]}
+
+
+def _grouped_ready_work(self):
+    """What `RankRuntime.ready_groups` must equal: `ready_work`, grouped by (node, walk) in
+    order of first appearance."""
+    groups = {}
+    for node_name, walk, rid, st in self.ready_work():
+        groups.setdefault((node_name, walk), []).append((rid, st))
+    return groups
+
+
+@pytest.mark.parametrize("scenario", ["bagel_cfg.yaml", "bagel_mixed.yaml"])
+def test_the_scheduler_s_grouped_ready_work_is_ready_work_grouped(monkeypatch, scenario):
+    sc = load_scenario(SCENARIOS / scenario, ["workload=[{request: t2i, count: 8, concurrency: 4}]"]
+                       if scenario == "bagel_cfg.yaml" else [])
+    fast = run_scenario(sc, "mstar-rust-prefix", keep_trace=False)
+    seen = []
+    real = RankRuntime.ready_groups
+
+    def compared(self):
+        got = real(self)
+        seen.append(len(got))
+        assert list(got.items()) == list(_grouped_ready_work(self).items())
+        return got
+
+    monkeypatch.setattr(RankRuntime, "ready_groups", compared)
+    again = run_scenario(sc, "mstar-rust-prefix", keep_trace=False)
+    assert sum(seen) > 0  # the scheduler did read it, and found work
+    assert again.trace_digest == fast.trace_digest
