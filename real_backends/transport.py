@@ -124,8 +124,12 @@ class Transport:
         return sock
 
     def send(self, dst: int, msg: Any, payload_of: PayloadOf | None = None) -> None:
-        frames = self.codec.encode(msg, payload_of)
         sock = self._push.get(dst) or self._socket_to(dst)
+        frame = self.codec.encode_control(msg, payload_of)
+        if frame is not None:  # most messages: one frame, which zmq copies before send returns
+            sock.send(frame)
+            return
+        frames = self.codec.encode(msg, payload_of)
         if len(frames) == 1:
             sock.send(frames[0])
         else:
@@ -141,19 +145,28 @@ class Transport:
             meta = self.pull.recv(zmq.NOBLOCK)
         except zmq.Again:
             return None
+        if meta and meta[0] == 0:  # no payload frame follows: most messages
+            return self.codec.decode_control(meta)
+        return self._with_payloads(meta, on_payload)
+
+    def _with_payloads(self, meta: bytes, on_payload: OnPayload | None) -> Any:
+        """The message of metadata frame `meta`, taking the payload frames it announces."""
         n, start = self.codec.frame_count(meta)
         frames = [self.pull.recv(copy=False) for _ in range(n)] if n else ()
         return self.codec.decode_body(meta, start, frames, on_payload)
 
     def drain(self, handle: Callable[[Any], None], on_payload: OnPayload | None = None,
               limit: int = 10_000) -> int:
-        """Handle every message waiting now (at most `limit`); the number handled."""
+        """Handle every message waiting now (at most `limit`); the number handled. `recv` in a
+        loop, written out: this is the path every message of a rank takes."""
+        recv, control, noblock = self.pull.recv, self.codec.decode_control, zmq.NOBLOCK
         n = 0
         while n < limit:
-            msg = self.recv(on_payload)
-            if msg is None:
+            try:
+                meta = recv(noblock)
+            except zmq.Again:
                 break
-            handle(msg)
+            handle(control(meta) if meta and meta[0] == 0 else self._with_payloads(meta, on_payload))
             n += 1
         return n
 

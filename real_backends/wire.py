@@ -250,6 +250,8 @@ class Codec:
         self._heads = [bytes((0, code)) for code in range(MAX_TYPED_CODE + 1)]
         # No hooks: a typed body holds nothing msgspec does not encode itself (`_typed`).
         self._encoder = msgspec.msgpack.Encoder()
+        #: `encode_control`'s frame: no payload frames (0), the class code, then the body
+        self._out = bytearray(2)
         # The message being encoded: its payload frames and the sender's payload hook. Set for
         # the length of one `encode` call (msgpack calls `_default` with the object alone).
         self._frames: list[Any] = []
@@ -283,6 +285,24 @@ class Codec:
             code = None
         self._typed_code[cls] = code
         return code
+
+    def encode_control(self, msg: Any, payload_of: PayloadOf | None = None) -> bytearray | None:
+        """`msg`'s only frame when it is a control message that travels with no payload frame
+        (what `encode` would return alone in its list), else None. The frame is written into a
+        buffer this codec reuses, so it holds only until the next call: for a sender that hands
+        it to zmq at once, with a copy. One allocation and one copy fewer than `encode`."""
+        code = self._typed_code.get(type(msg), -1)
+        if code == -1:
+            code = self.typed_code(type(msg))
+        if code is None or (payload_of is not None and self._signals_of(type(msg))):
+            return None
+        buf = self._out
+        buf[1] = code
+        try:
+            self._encoder.encode_into(msg, buf, 2)
+        except Exception as exc:  # msgspec's EncodeError, TypeError
+            raise WireError(f"cannot encode a {type(msg).__name__}: {exc}") from None
+        return buf
 
     def encode(self, msg: Any, payload_of: PayloadOf | None = None) -> list[Any]:
         """Frames for `msg`: the metadata frame first, then one buffer per payload."""
@@ -422,6 +442,18 @@ class Codec:
         if n != len(payload_frames):
             raise WireError(f"metadata announces {n} payload frames, {len(payload_frames)} arrived")
         return self.decode_body(meta, start, payload_frames, on_payload)
+
+    def decode_control(self, meta: bytes) -> Any:
+        """The message of a metadata frame that announces no payload frames (first byte 0): the
+        common control message, decoded in one call. Anything else, and any frame the typed
+        decoder refuses, takes `decode_body`'s path, which names what is wrong."""
+        dec = self._decoders.get(meta[1]) if len(meta) > 1 else None
+        if dec is not None:
+            try:
+                return dec.decode(meta[2:])
+            except Exception:  # noqa: BLE001 - decoded again below, for the error's wording
+                pass
+        return self.decode_body(meta, 1, ())
 
     def decode_body(self, meta: Any, start: int, payload_frames: Any,
                     on_payload: OnPayload | None = None) -> Any:
