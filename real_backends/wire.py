@@ -451,7 +451,7 @@ class Codec:
         if dec is not None:
             try:
                 return dec.decode(meta[2:])
-            except Exception:  # noqa: BLE001 - decoded again below, for the error's wording
+            except Exception:  # decoded again below, for the error's wording
                 pass
         return self.decode_body(meta, 1, ())
 

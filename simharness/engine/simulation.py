@@ -33,7 +33,8 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from heapq import heappop
+from functools import partial
+from heapq import heappop, heappush
 from typing import Any
 
 import simpy
@@ -162,7 +163,7 @@ class Simulation:
     def send_all(self, src: int, sends: list[Send]) -> None:
         net_send = self.network.send
         handlers = self._handlers
-        now = self.env.now
+        now = self.env._now
         for s in sends:
             net_send(src if s.src is None else s.src, s.dst, s.nbytes, handlers[s.dst], s.msg, now)
 
@@ -321,7 +322,13 @@ class SimWorker:
         self.inbox: list[Any] = []
         #: what the idle rank waits on, until the first message arrives
         self._wake: Tick | None = None
-        self._schedule = sim.env.schedule
+        # simpy's queue and event counter: a run and a wake-up are pushed as
+        # ``Environment.schedule`` pushes them, without its Python call (see `engine.tick`)
+        self._queue = sim.env._queue
+        self._eid = sim.env._eid
+        #: the port's ``now()``: simpy's clock, read in C (``Environment.now`` returns ``_now``;
+        #: the main loop asks several times per batch)
+        self.now = partial(getattr, sim.env, "_now")
         #: set by a crash fault: the rank finishes nothing more and loses what is sent to it
         self.stopped = False
         self._duration_of = sim.fake_nodes.duration
@@ -339,12 +346,9 @@ class SimWorker:
         wake = self._wake
         if wake is not None:  # idle: the first arrival wakes the rank (as `Event.succeed` would)
             self._wake = None
-            self._schedule(wake, NORMAL, 0)
+            heappush(self._queue, (self.env._now, NORMAL, next(self._eid), wake))
 
     # -- WorkerPort ---------------------------------------------------------------------------
-
-    def now(self) -> float:
-        return self.env.now
 
     def receive(self, handle: Any) -> None:
         if self.inbox:
@@ -377,7 +381,7 @@ class SimWorker:
 
     def execute(self, batch: Batch, duration: float) -> Tick:
         tick = Tick([])  # what `env.timeout(duration)` would schedule, made in C
-        self._schedule(tick, NORMAL, duration)
+        heappush(self._queue, (self.env._now + duration, NORMAL, next(self._eid), tick))
         return tick
 
     def finished(self, effects: Effects) -> None:

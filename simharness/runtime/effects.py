@@ -78,8 +78,8 @@ class Effects(msgspec.Struct, eq=False):
     fields are positional and those a door may leave out default to empty tuples: read only."""
 
     sends: list[Send]
-    #: the trace events, in the order they happened
-    events: list[Any]
+    #: the trace events, in the order they happened (a list; an empty tuple when there are none)
+    events: Sequence[Any]
     #: (rid, outcome) of every request that ended (conductor)
     ended: Sequence[tuple[str, str]] = ()
     #: the batch chosen (worker loop, `Choose`); None when nothing can run

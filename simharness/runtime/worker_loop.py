@@ -148,8 +148,14 @@ class WorkerLoop:
         else:
             raise TypeError(f"a worker loop takes Received, Arrived, Choose, Started or Finished, "
                             f"not {t.__name__}")
-        events = self._events[:]
-        self._events.clear()
+        # The loop's list of events is handed out whole and a new one begun (not copied and
+        # cleared); `emit` is rebound to the new list's append.
+        events = self._events
+        if events:
+            self._events = []
+            self.emit = self._events.append
+        else:
+            events = ()  # (choosing a batch mostly emits nothing)
         completions = self._completions
         if completions:
             self._completions = []
@@ -173,7 +179,8 @@ class WorkerLoop:
         """Handle one message; what it sends is appended to `sends`."""
         runtime = self.runtime
         if isinstance(msg, InputSignals):  # most messages: the first question asked
-            if self._known(msg, now):
+            # (`_known`'s own test asked first, without its call: the request is nearly always known)
+            if msg.rid in runtime.requests or self._known(msg, now):
                 if msg.kv is not None:
                     self.kv.learn(self.records[msg.rid], msg.kv)
                 self._ingest(msg.rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
@@ -283,7 +290,8 @@ class WorkerLoop:
     # -- batches ------------------------------------------------------------------------------
 
     def _choose(self, now: float) -> Batch | None:
-        self._poll_streams(now)
+        if self._streams:
+            self._poll_streams(now)
         batch = self.speculation.take()
         if batch is not None:
             return batch
@@ -340,8 +348,6 @@ class WorkerLoop:
     # -- streams ------------------------------------------------------------------------------
 
     def _poll_streams(self, now: float) -> None:
-        if not self._streams:
-            return
         runtime = self.runtime
         for rid, req in runtime.requests.items():
             if not req.buffers:
