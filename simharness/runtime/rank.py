@@ -23,8 +23,9 @@ worker loop) calls it; it never sends anything itself. It answers:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import msgspec
@@ -245,8 +246,8 @@ class Labels(dict):
         return label
 
 
-#: the `RequestState.by_dest` of a partition with no walk here yet
-_NOWHERE: dict[str, list[tuple[str, GraphState]]] = {}
+#: the `RequestState.by_dest` of a partition with no walk here yet (read-only: shared by all)
+_NOWHERE: Mapping[str, list[tuple[str, GraphState]]] = MappingProxyType({})
 
 
 def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, GraphState]]:
