@@ -189,6 +189,9 @@ class Speculation:
         self.exclude: tuple[str, str] | None = None
         #: rids whose dynamic loop stopped in the last postprocess (mstar ``_pending_loop_stops``)
         self.pending_stops: set[str] = set()
+        #: every node that speculates in some worker graph of this rank: after a batch of any
+        #: other node there is nothing to plan (`plan` asks the batch's own worker graph next)
+        self._may_speculate = frozenset().union(*(s.spec_nodes for s in loop.runtime.specs.values()))
 
     def take(self) -> Batch | None:
         batch, self.batch = self.batch, None
@@ -196,8 +199,10 @@ class Speculation:
 
     def plan(self, batch: Batch, now: float) -> None:
         """Build the next iteration's batch before postprocessing this one."""
-        loop = self.loop
         node, walk = batch.node, batch.walk
+        if node not in self._may_speculate:
+            return
+        loop = self.loop
         runtime = loop.runtime
         first = runtime.state_of(batch.rids[0], walk, node) if batch.rids else None
         if first is None or node not in first.spec.spec_nodes:
