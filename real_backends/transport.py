@@ -145,12 +145,12 @@ class Transport:
             meta = self.pull.recv(zmq.NOBLOCK)
         except zmq.Again:
             return None
-        if meta and meta[0] == 0:  # no payload frame follows: most messages
-            return self.codec.decode_control(meta)
-        return self._with_payloads(meta, on_payload)
+        return self._message_of(meta, on_payload)
 
-    def _with_payloads(self, meta: bytes, on_payload: OnPayload | None) -> Any:
+    def _message_of(self, meta: bytes, on_payload: OnPayload | None) -> Any:
         """The message of metadata frame `meta`, taking the payload frames it announces."""
+        if meta and meta[0] == 0:  # no payload frame follows: most messages, in one call
+            return self.codec.decode_control(meta)
         n, start = self.codec.frame_count(meta)
         frames = [self.pull.recv(copy=False) for _ in range(n)] if n else ()
         return self.codec.decode_body(meta, start, frames, on_payload)
@@ -158,15 +158,15 @@ class Transport:
     def drain(self, handle: Callable[[Any], None], on_payload: OnPayload | None = None,
               limit: int = 10_000) -> int:
         """Handle every message waiting now (at most `limit`); the number handled. `recv` in a
-        loop, written out: this is the path every message of a rank takes."""
-        recv, control, noblock = self.pull.recv, self.codec.decode_control, zmq.NOBLOCK
+        loop, its socket read written out: this is the path every message of a rank takes."""
+        recv, message_of, noblock = self.pull.recv, self._message_of, zmq.NOBLOCK
         n = 0
         while n < limit:
             try:
                 meta = recv(noblock)
             except zmq.Again:
                 break
-            handle(control(meta) if meta and meta[0] == 0 else self._with_payloads(meta, on_payload))
+            handle(message_of(meta, on_payload))
             n += 1
         return n
 

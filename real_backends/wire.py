@@ -246,8 +246,6 @@ class Codec:
         self._pair_decoders: dict[int, Any] = {}
         #: typed class -> its fields that hold signals: (name, holds a list of them)
         self._signal_fields: dict[type, tuple[tuple[str, bool], ...]] = {}
-        #: code -> the metadata frame's head for a typed body without payload frames
-        self._heads = [bytes((0, code)) for code in range(MAX_TYPED_CODE + 1)]
         # No hooks: a typed body holds nothing msgspec does not encode itself (`_typed`).
         self._encoder = msgspec.msgpack.Encoder()
         #: `encode_control`'s frame: no payload frames (0), the class code, then the body
@@ -306,15 +304,10 @@ class Codec:
 
     def encode(self, msg: Any, payload_of: PayloadOf | None = None) -> list[Any]:
         """Frames for `msg`: the metadata frame first, then one buffer per payload."""
-        code = self._typed_code.get(type(msg), -1)
-        if code == -1:
-            code = self.typed_code(type(msg))
-        if code is not None and (payload_of is None or not self._signals_of(type(msg))):
-            # The common control message: a typed body with no payload frame to collect.
-            try:
-                return [self._heads[code] + self._encoder.encode(msg)]
-            except Exception as exc:  # msgspec's EncodeError, TypeError
-                raise WireError(f"cannot encode a {type(msg).__name__}: {exc}") from None
+        one = self.encode_control(msg, payload_of)
+        if one is not None:  # the common control message: its frame, copied out of the buffer
+            return [bytes(one)]
+        code = self.typed_code(type(msg))
         frames: list[Any] = [b""]
         self._frames, self._payload_of = frames, payload_of
         try:

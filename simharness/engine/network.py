@@ -36,10 +36,10 @@ class Network:
     def __init__(self, env: simpy.Environment, latency_s: float, bandwidth_bytes_per_s: float,
                  faults: Perturbations | None = None) -> None:
         self.env = env
-        self._schedule = env.schedule
         # An arrival is pushed onto simpy's queue here, as ``Environment.schedule`` would push it
         # (time, priority, the environment's event counter, event), without a Python call per
-        # message: see `engine.tick`.
+        # message: see `engine.tick`. Its time is ``now + delay``, as `schedule` computes it, so
+        # the rounding is the same.
         self._queue = env._queue
         self._eid = env._eid
         self.latency = latency_s
@@ -88,5 +88,5 @@ class Network:
             delay = math.nextafter(delay, math.inf)
         self._last_arrival[key] = now + delay
         for _ in range(copies):
-            self._schedule(Tick(callbacks, msg), NORMAL, delay)
+            heappush(self._queue, (now + delay, NORMAL, next(self._eid), Tick(callbacks, msg)))
         return arrival

@@ -148,12 +148,10 @@ class WorkerLoop:
         else:
             raise TypeError(f"a worker loop takes Received, Arrived, Choose, Started or Finished, "
                             f"not {t.__name__}")
-        # The loop's list of events is handed out whole and a new one begun (not copied and
-        # cleared); `emit` is rebound to the new list's append.
         events = self._events
         if events:
-            self._events = []
-            self.emit = self._events.append
+            events = events[:]
+            self._events.clear()
         else:
             events = ()  # (choosing a batch mostly emits nothing)
         completions = self._completions
@@ -179,8 +177,7 @@ class WorkerLoop:
         """Handle one message; what it sends is appended to `sends`."""
         runtime = self.runtime
         if isinstance(msg, InputSignals):  # most messages: the first question asked
-            # (`_known`'s own test asked first, without its call: the request is nearly always known)
-            if msg.rid in runtime.requests or self._known(msg, now):
+            if self._known(msg, now):
                 if msg.kv is not None:
                     self.kv.learn(self.records[msg.rid], msg.kv)
                 self._ingest(msg.rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
