@@ -30,7 +30,8 @@ import yaml
 from simharness.errors import ScenarioError
 from simharness.scenario.fields import describe
 
-#: Largest scenario file read (the shipped ones are a few KiB); PyYAML reads about 1 MB a second.
+#: Largest scenario file read (the shipped ones are a few KiB); PyYAML's Python parser reads about
+#: 1 MB a second, libyaml several times that.
 MAX_FILE_BYTES = 1024 * 1024
 #: Deepest nesting of mappings and lists (a deep walk of nested loops needs about 20).
 MAX_DEPTH = 100
@@ -40,11 +41,14 @@ MAX_NODES = 200_000
 MAX_INT_DIGITS = 30
 
 
-class _LimitedLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys, non-scalar keys, deep nesting and long integers."""
+class _Limited(yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """Composing and constructing with limits: refuses duplicate keys, non-scalar keys, deep
+    nesting and long integers. The events it composes come from a parser mixed in below."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+    def _init_limited(self) -> None:
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
         self._depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
@@ -61,7 +65,32 @@ class _LimitedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def _construct_mapping(loader: _LimitedLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+class _PythonLoader(_Limited, yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+    """Events from PyYAML's pure-Python scanner and parser."""
+
+    def __init__(self, stream: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        self._init_limited()
+
+
+if yaml.__with_libyaml__:
+    class _LibyamlLoader(_Limited, yaml.cyaml.CParser):
+        """Events from libyaml, PyYAML's C scanner and parser (about six times faster on a
+        scenario). Only the events: libyaml's own composer would recurse in C without the
+        depth limit, so composing stays in `_Limited`, ahead of `CParser` in the method order."""
+
+        def __init__(self, stream: str) -> None:
+            yaml.cyaml.CParser.__init__(self, stream)
+            self._init_limited()
+
+    _LimitedLoader: type[_Limited] = _LibyamlLoader
+else:  # PyYAML built without libyaml: the same documents and limits, more slowly
+    _LimitedLoader = _PythonLoader
+
+
+def _construct_mapping(loader: _Limited, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _ in node.value:
         mark = key_node.start_mark
@@ -77,7 +106,7 @@ def _construct_mapping(loader: _LimitedLoader, node: yaml.MappingNode, deep: boo
     return loader.construct_mapping(node, deep=deep)
 
 
-def _construct_int(loader: _LimitedLoader, node: yaml.ScalarNode) -> Any:
+def _construct_int(loader: _Limited, node: yaml.ScalarNode) -> Any:
     digits = sum(c.isdigit() for c in node.value)
     if digits > MAX_INT_DIGITS:
         raise yaml.constructor.ConstructorError(
@@ -85,8 +114,8 @@ def _construct_int(loader: _LimitedLoader, node: yaml.ScalarNode) -> Any:
     return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
 
 
-_LimitedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_LimitedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Limited.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Limited.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 class TooLarge(ValueError):
@@ -134,7 +163,18 @@ def _check_size(root: yaml.Node) -> None:
 
 def parse_text(text: str) -> Any:
     """YAML text to plain data within the limits; raises `yaml.YAMLError` or `ValueError`."""
-    loader = _LimitedLoader(text)
+    try:
+        return _parse(_LimitedLoader, text)
+    except yaml.YAMLError:
+        if _LimitedLoader is _PythonLoader:
+            raise
+        # libyaml's messages are terser than PyYAML's (no offending character, no token found):
+        # a text that fails is read again by the Python parser, for the error it reports.
+        return _parse(_PythonLoader, text)
+
+
+def _parse(loader_class: type[_Limited], text: str) -> Any:
+    loader = loader_class(text)  # type: ignore[call-arg]
     try:
         node = loader.get_single_node()
         if node is None:
@@ -142,7 +182,7 @@ def parse_text(text: str) -> Any:
         _check_size(node)
         return loader.construct_document(node)
     finally:
-        loader.dispose()
+        loader.dispose()  # type: ignore[attr-defined]
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
