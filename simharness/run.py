@@ -10,11 +10,12 @@ checks, and `RunReport` is what both hand back.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
 from simharness.checks.forwards import ForwardsCheck
@@ -50,7 +51,7 @@ class RunReport:
 def with_seed(scenario: Scenario, seed: int | None) -> Scenario:
     if seed is None or seed == scenario.seed:
         return scenario
-    return dataclasses.replace(scenario, seed=seed)
+    return msgspec.structs.replace(scenario, seed=seed)
 
 
 def build_runtime(scenario: Scenario, name: str | None = None) -> Any:

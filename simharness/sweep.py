@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msgspec import Struct
+
 from simharness.errors import ScenarioError, UsageError
 from simharness.scenario import loader
 from simharness.scenario.model import CorpusMeta
@@ -43,8 +45,7 @@ from simharness.trace import DIGEST_SCHEME, other_scheme
 PASS = "pass"
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(Struct, frozen=True):
     """One run of a sweep; travels to a Dask worker as is."""
 
     scenario: str  #: the scenario file

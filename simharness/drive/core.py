@@ -18,8 +18,9 @@ A driver supplies a clock and a transport (`StallPort`); the policy lives here:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+from msgspec import Struct
 
 from simharness import events as ev
 from simharness.ridmap import RidMap
@@ -44,8 +45,7 @@ def abort_outcome(reason: str) -> str:
 # -- the workload ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Submission:
+class Submission(Struct, frozen=True, kw_only=True):
     """One request a client submits."""
 
     rid: str
@@ -149,8 +149,7 @@ class Workload:
 # -- hangs and stall reports -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class RequestPosition:
+class RequestPosition(Struct, frozen=True, kw_only=True):
     """An unfinished request and where the conductor says it stands (None: not admitted)."""
 
     rid: str
@@ -215,8 +214,7 @@ def stalled(now: float, p: RequestPosition, reason: str,
 # -- the end state -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class RankFinal:
+class RankFinal(Struct, frozen=True, kw_only=True):
     """One rank's state at the end of a run."""
 
     rank: int
@@ -226,8 +224,7 @@ class RankFinal:
     busy: bool
 
 
-@dataclass(frozen=True, kw_only=True)
-class ConductorFinal:
+class ConductorFinal(Struct, frozen=True, kw_only=True):
     """The conductor's state at the end of a run."""
 
     requests: tuple[str, ...]

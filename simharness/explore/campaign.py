@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from msgspec import Struct
 
 from simharness import interrupts
 from simharness.explore.execute import CHECK_PRIORITY, REFERENCE, execute
@@ -83,8 +84,7 @@ class OutOfTime(BaseException):
     """
 
 
-@dataclass(frozen=True)
-class ChunkSpec:
+class ChunkSpec(Struct, frozen=True):
     """Everything a chunk's result depends on (it travels to Dask workers as is)."""
 
     runtime: str

@@ -12,10 +12,11 @@ producing node (or from ``conductor`` for what the walk start provides) to the c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cached_property
 from math import prod
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from simharness.graph.derive import SectionIO, loop_back_pairs, section_io
 from simharness.graph.ir import (
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
-@dataclass(frozen=True)
-class WalkFacts:
+class WalkFacts(Struct, frozen=True, dict=True):
     name: str
     root: Section
     #: input names fed by streams from other partitions (never sent by the conductor)

@@ -20,7 +20,7 @@ subject of the loop-exit bug family.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from simharness.graph.ir import (
     Edge,
@@ -34,8 +34,7 @@ from simharness.graph.ir import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SectionIO:
+class SectionIO(Struct, frozen=True):
     ext_inputs: frozenset[Pair]
     ext_outputs: tuple[Edge, ...]
     loop_back: frozenset[Pair]

@@ -13,7 +13,10 @@ destination, used with ``persist`` to hand a tensor to the conductor).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+
+from msgspec import Struct
+
+from simharness.records import compared_without
 
 CLIENT = "client"
 CONDUCTOR = "conductor"
@@ -23,8 +26,8 @@ SPECIAL_DESTINATIONS = frozenset({CLIENT, CONDUCTOR})
 Pair = tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+@compared_without("path")
+class Edge(Struct, frozen=True):
     """A declared output edge of a node (mstar ``GraphEdge`` without tensors)."""
 
     name: str
@@ -33,38 +36,37 @@ class Edge:
     new_token: bool = False
     #: a streaming edge: it feeds the StreamBuffer of a node in another partition
     stream: bool = False
-    path: str = field(default="", compare=False)
+    path: str = ""
 
     @property
     def pair(self) -> Pair:
         return (self.name, self.to)
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+@compared_without("path")
+class Node(Struct, frozen=True):
     """A graph node: ready when every input name has arrived (readiness is by name)."""
 
     name: str
     inputs: tuple[str, ...]
     outputs: tuple[Edge, ...]
     async_scheduling: bool = True
-    path: str = field(default="", compare=False)
+    path: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Sequential:
+@compared_without("path")
+class Sequential(Struct, frozen=True):
     sections: tuple[Section, ...]
-    path: str = field(default="", compare=False)
+    path: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Parallel:
+@compared_without("path")
+class Parallel(Struct, frozen=True):
     sections: tuple[Section, ...]
-    path: str = field(default="", compare=False)
+    path: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class StopRule:
+class StopRule(Struct, frozen=True):
     """A dynamic loop: it ends on the iteration after which a body node's ``check_stop`` says so.
 
     `by` names the nodes whose ``check_stop`` reads the loop counter (None: every node of the
@@ -75,8 +77,8 @@ class StopRule:
     by: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Loop:
+@compared_without("path")
+class Loop(Struct, frozen=True):
     """A loop over `body`, at most `max_iters` iterations.
 
     `ext_inputs` and `loop_back` are None for a loop as written: they are then derived from the
@@ -92,7 +94,7 @@ class Loop:
     stop: StopRule | None = None
     ext_inputs: frozenset[Pair] | None = None
     loop_back: frozenset[Pair] | None = None
-    path: str = field(default="", compare=False)
+    path: str = ""
 
 
 Section = Node | Sequential | Parallel | Loop

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
+from msgspec import Struct
 
 from simharness.errors import UsageError
 from simharness.mstar_import.stubs import stubbed_imports
@@ -43,16 +46,14 @@ SELF_LOADING: dict[str, tuple[Any, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class DynamicLoop:
+class DynamicLoop(Struct, frozen=True):
     """A loop that a body node's ``check_stop`` ends (EOS): who stops it, and the default draw."""
 
     by: tuple[str, ...]
     iterations: tuple[int, int] = (8, 24)
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(Struct, frozen=True):
     """A request shape: the modalities a user sends and asks for (mstar's request fields). The
     walks such a request takes are derived from the model's conductor code (`derive`)."""
 
@@ -60,12 +61,11 @@ class Shape:
     outputs: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class ModelDefaults:
+class ModelDefaults(Struct, frozen=True):
     #: loop name -> how it ends early
-    dynamic_loops: dict[str, DynamicLoop] = field(default_factory=dict)
+    dynamic_loops: dict[str, DynamicLoop] = msgspec.field(default_factory=dict)
     #: request kind -> its shape
-    requests: dict[str, Shape] = field(default_factory=dict)
+    requests: dict[str, Shape] = msgspec.field(default_factory=dict)
     note: str = ""
 
 

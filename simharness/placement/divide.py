@@ -19,14 +19,13 @@ that resolves those pairs per worker graph (the Rust runtime before its fix) mis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from simharness.graph.derive import loop_back_pairs, loop_external_inputs, produced_names
 from simharness.graph.ir import Loop, Node, Parallel, Section, Sequential
 
 
-@dataclass(frozen=True, slots=True)
-class Piece:
+class Piece(Struct, frozen=True):
     section: Section
     group: int
     consumes_stream: bool = False

@@ -9,16 +9,16 @@ per group, from the seeded ``placement`` random stream, as mstar picks one with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
+
+from msgspec import Struct
 
 from simharness.graph.ir import Loop, Node, Section, Sequential, iter_loops, iter_nodes
 from simharness.placement.divide import divide, group_of_nodes
 from simharness.scenario.model import Connection, Scenario
 
 
-@dataclass(frozen=True)
-class WorkerGraph:
+class WorkerGraph(Struct, frozen=True, dict=True):
     id: str
     walk: str
     section: Section
@@ -35,8 +35,7 @@ class WorkerGraph:
         return tuple(r for inst in self.instances for r in inst)
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(Struct, frozen=True, dict=True):
     """Where one request's worker graphs run: wg id -> ranks of the chosen instance."""
 
     wg_ranks: dict[str, tuple[int, ...]]
@@ -46,8 +45,7 @@ class Assignment:
         return tuple(sorted({r for rs in self.wg_ranks.values() for r in rs}))
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(Struct, frozen=True, dict=True):
     scenario: Scenario
     worker_graphs: tuple[WorkerGraph, ...]
 

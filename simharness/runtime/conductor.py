@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec import Struct
+
 from simharness import events as ev
 from simharness.placement.layout import Assignment, Layout
 from simharness.runtime.effects import Abort, Arrived, Effects, Submit
@@ -74,8 +76,7 @@ class PartitionState:
         return self.steps[min(self.step, len(self.steps) - 1)].walk
 
 
-@dataclass(frozen=True, kw_only=True)
-class StallPosition:
+class StallPosition(Struct, frozen=True, kw_only=True):
     """An unfinished request as the conductor sees it: its walk and step, the worker graphs it
     waits on (with their ranks), the ranks it runs on and its partitions' current walks."""
 

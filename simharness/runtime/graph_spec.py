@@ -9,14 +9,13 @@ switches of `Semantics` are described in `graph_state`'s module docstring.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from simharness.graph.derive import loop_back_pairs, loop_external_inputs
 from simharness.graph.ir import Edge, Loop, Node, Pair, Parallel, Section, Sequential
 
 
-@dataclass(frozen=True)
-class Semantics:
+class Semantics(Struct, frozen=True):
     loop_back_scope: str = "all"
     park_in_done_loops: bool = False
     entities_by_name: bool = True

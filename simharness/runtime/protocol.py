@@ -11,8 +11,9 @@ worker loop differs, and ``conductor_class`` to a `Conductor` subclass when its 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from msgspec import Struct
 
 from simharness.placement.layout import Layout
 from simharness.runtime.signals import Signal
@@ -20,8 +21,7 @@ from simharness.runtime.signals import Signal
 BATCHING_MODES = ("minibatch", "backlog")
 
 
-@dataclass(frozen=True)
-class LoopPolicy:
+class LoopPolicy(Struct, frozen=True):
     """Worker-loop and teardown behaviour.
 
     ``batching``: ``minibatch`` is the reference (mstar at 6666c623): a batch takes every ready

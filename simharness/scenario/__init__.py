@@ -1,4 +1,4 @@
-"""Scenarios: the schema (frozen dataclasses), the YAML loader with validation, overrides."""
+"""Scenarios: the schema (frozen msgspec Structs), the YAML loader with validation, overrides."""
 
 from simharness.scenario.loader import load_scenario, parse_scenario
 from simharness.scenario.model import Scenario

@@ -5,16 +5,17 @@ These are the small vocabulary the loader is written in: `mapping` checks a dict
 such as ``512KiB``. A reader never guesses: a string is not a number, a bool is not an integer.
 Every number is finite and inside a range: NaN, infinity and absurd magnitudes are refused here,
 with the unit in the message, rather than surfacing later as a "runtime bug".
-`default` reads a default from the model's own dataclasses, so no default is written twice.
+`default` reads a default from the model's own records, so no default is written twice.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Iterable
 from typing import Any
+
+import msgspec
 
 from simharness.errors import ScenarioError
 
@@ -134,12 +135,12 @@ def _digits(value: int) -> int:
 
 
 def default(cls: type, name: str) -> Any:
-    """The default of field `name` of dataclass `cls`: the model's default is the only one."""
-    for fld in dataclasses.fields(cls):
+    """The default of field `name` of record `cls`: the model's default is the only one."""
+    for fld in msgspec.structs.fields(cls):
         if fld.name == name:
-            if fld.default is not dataclasses.MISSING:
+            if fld.default is not msgspec.NODEFAULT:
                 return fld.default
-            if fld.default_factory is not dataclasses.MISSING:
+            if fld.default_factory is not msgspec.NODEFAULT:
                 return fld.default_factory()
             break
     raise LookupError(f"{cls.__name__}.{name} has no default")

@@ -2,7 +2,7 @@
 
 The second pass of the loader. Each parser turns one section of plain data into the model's
 frozen objects and checks what it can see from there (types, ranges, names it refers to); a
-default is never written here but read from the model's dataclasses (`WalkCost()`, `Step`), so the
+default is never written here but read from the model's records (`WalkCost()`, `Step`), so the
 model and the loader cannot disagree. Checks that need the whole scenario (edges to real inputs,
 streams, inputs that are never sent, cycles) run afterwards over the frozen `Scenario`
 (`simharness.scenario.validate`).

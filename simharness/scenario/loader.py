@@ -5,7 +5,7 @@ The loader works in passes, each in its own module:
 1. reading (`simharness.scenario.reading`): a regular file of bounded size, YAML with limits on
    nesting, alias expansion, key types and duplicate keys; the fingerprint;
 2. section parsing (`graph_sections` for ``graph:``, `sections` for the rest): plain data to the
-   model's frozen dataclasses, every default taken from the model itself;
+   model's frozen records, every default taken from the model itself;
 3. validation (`simharness.scenario.validate`): passes over the frozen `Scenario` for what needs
    the whole of it (edges, cycles, streams, inputs never sent, the cost of the run).
 
@@ -15,10 +15,11 @@ expected (`ScenarioError`); the CLI turns it into one line and exit code 2.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from simharness.errors import ScenarioError
 from simharness.scenario import fields as f
@@ -155,4 +156,4 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
     )
     more = validate(scenario, implicit_requests=graph.get("requests") is None,
                     allow_large=allow_large)
-    return dataclasses.replace(scenario, notes=(*notes, *more)) if more else scenario
+    return msgspec.structs.replace(scenario, notes=(*notes, *more)) if more else scenario

@@ -9,16 +9,19 @@ sizes, and the user's own expectations.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from msgspec import Struct, field
+from msgspec.structs import force_setattr
+
 from simharness.graph.analysis import WalkFacts
 from simharness.graph.ir import Section
+from simharness.records import compared_without, shown_without
 
 
-@dataclass(frozen=True, slots=True)
-class ScriptStep:
+@compared_without("path")
+class ScriptStep(Struct, frozen=True):
     """A scripted fake-node behaviour at one loop counter.
 
     ``wait_for_walk_start``: at this counter the node's engine gate (mstar ``check_ready``) holds
@@ -29,11 +32,10 @@ class ScriptStep:
 
     at_counter: int
     wait_for_walk_start: tuple[str, ...]
-    path: str = field(default="", compare=False)
+    path: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class WalkCost:
+class WalkCost(Struct, frozen=True):
     """Cost and batch cap of a node in one walk (prefill and decode differ), and how many tokens
     one forward adds to the node's KV cache (a prompt's length in a prefill, 1 in a decode)."""
 
@@ -43,8 +45,7 @@ class WalkCost:
     tokens: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class NodeFacts:
+class NodeFacts(Struct, frozen=True):
     """Fake-node behaviour: cost of one batch, batch cap, per-walk overrides, scripted gates,
     and the KV cache label of a KV-cache node (its pages must be pulled to a rank before the
     node can run there, as mstar's ``check_ready`` requires)."""
@@ -59,8 +60,7 @@ class NodeFacts:
         return self.per_walk.get(walk, self.base)
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkPolicySpec:
+class ChunkPolicySpec(Struct, frozen=True):
     """A StreamBuffer's chunk policy (mstar ``mstar/streaming/chunk_policy.py``).
 
     ``sliding_window``: ready at `window` items, pops `window`, advances `stride`.
@@ -78,19 +78,18 @@ class ChunkPolicySpec:
     continue_after_done: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Connection:
+@compared_without("path")
+class Connection(Struct, frozen=True):
     """A stream between partitions: edges named `edge` from `src` feed consumers in `dst`."""
 
     src: str
     dst: str
     edge: str
     policy: ChunkPolicySpec
-    path: str = field(default="", compare=False)
+    path: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(Struct, frozen=True):
     """One entry of a partition's walk sequence: `walk` run `times` times, or, with
     `until_final`, again and again until the pass that consumed its stream's final chunk."""
 
@@ -99,8 +98,7 @@ class Step:
     until_final: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Dist:
+class Dist(Struct, frozen=True):
     """A per-request draw: ``fixed`` n, or ``uniform`` integers in [low, high]."""
 
     kind: str
@@ -113,8 +111,7 @@ class Dist:
         return int(rng.integers(self.low, self.high + 1))
 
 
-@dataclass(frozen=True, slots=True)
-class RequestKind:
+class RequestKind(Struct, frozen=True):
     """What a request of this kind does: per partition, the walks it takes in order; what the
     client supplies; how many iterations its dynamic loops run (drawn per request); and the
     conductor's cap on output tokens."""
@@ -134,8 +131,8 @@ class RequestKind:
         return tuple(st.walk for steps in self.partitions.values() for st in steps)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeGroup:
+@compared_without("path")
+class NodeGroup(Struct, frozen=True):
     """One entry of mstar's ``node_groups``; its index in the list is the group id."""
 
     node_names: tuple[str, ...]
@@ -143,7 +140,7 @@ class NodeGroup:
     graph_walks: tuple[str, ...] | None = None
     tp_size: int = 1
     sp_size: int = 1
-    path: str = field(default="", compare=False)
+    path: str = ""
 
     @property
     def instance_size(self) -> int:
@@ -156,8 +153,7 @@ class NodeGroup:
         return tuple(self.ranks[i : i + k] for i in range(0, len(self.ranks), k))
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(Struct, frozen=True):
     node_groups: tuple[NodeGroup, ...]
     max_concurrent_requests: int | None = None
 
@@ -166,14 +162,12 @@ class Placement:
         return 1 + max(r for g in self.node_groups for r in g.ranks)
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeChoice:
+class RuntimeChoice(Struct, frozen=True):
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Phase:
+class Phase(Struct, frozen=True):
     """A closed-loop phase: `count` requests, at most `concurrency` in flight.
 
     `kinds` are the request kinds, taken in turn (request i of the phase is ``kinds[i % n]``).
@@ -189,29 +183,25 @@ class Phase:
         return self.kinds[i % len(self.kinds)]
 
 
-@dataclass(frozen=True, slots=True)
-class Network:
+class Network(Struct, frozen=True):
     transport: str = "shm"
     latency_us: float = 10.0
     bandwidth_gbps: float = 100.0
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(Struct, frozen=True):
     #: The API server's per-request budget (mstar ``--timeout``, default 600 s), in simulated time.
     request_timeout_s: float = 600.0
 
 
-@dataclass(frozen=True, slots=True)
-class Expect:
+class Expect(Struct, frozen=True):
     #: walk -> node -> forwards per request on each rank that runs the node.
     forwards_per_request: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     #: request kind -> walk -> node -> forwards per request of that kind.
     per_request_kind: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class KvConfig:
+class KvConfig(Struct, frozen=True):
     #: bytes of KV cache per token (all layers, one label), what a pull moves per token
     bytes_per_token: int = 56 * 1024
 
@@ -229,8 +219,7 @@ FAULT_MESSAGES = ("new_request", "input_signals", "remove_request", "worker_grap
                   "result_tensors", "stop_loops")
 
 
-@dataclass(frozen=True, slots=True)
-class Schedule:
+class Schedule(Struct, frozen=True):
     """Schedule perturbations the protocol permits, all drawn from the scenario's seed.
 
     ``service_jitter``: each batch's service time is scaled by a factor drawn uniformly from
@@ -250,8 +239,8 @@ class Schedule:
         return bool(self.service_jitter or self.link_jitter_us or self.shuffle_ties)
 
 
-@dataclass(frozen=True, slots=True)
-class Fault:
+@compared_without("path")
+class Fault(Struct, frozen=True):
     """One injected fault (``faults:`` in the YAML).
 
     ``delay``/``duplicate``/``drop`` target the ``nth`` message (1-based, in send order) of kind
@@ -272,15 +261,14 @@ class Fault:
     rank: int | None = None
     factor: float = 2.0
     at_ms: float = 0.0
-    path: str = field(default="", compare=False)
+    path: str = ""
 
     @property
     def tolerated(self) -> bool:
         return self.kind in TOLERATED_FAULTS
 
 
-@dataclass(frozen=True, slots=True)
-class CorpusMeta:
+class CorpusMeta(Struct, frozen=True):
     """A fuzz corpus case's ``corpus:`` block: the failure it was recorded with and under which
     runtime (`simharness.explore.corpus` replays it). Metadata: it changes neither the run nor
     the fingerprint. Keys the block leaves out are None (``note``: empty)."""
@@ -299,8 +287,9 @@ class CorpusMeta:
     note: Any = ""
 
 
-@dataclass(frozen=True)
-class Scenario:
+@compared_without("source", "fingerprint", "raw", "notes", "walk_facts", "corpus")
+@shown_without("raw", "walk_facts")
+class Scenario(Struct, frozen=True, dict=True):
     name: str
     description: str
     seed: int
@@ -318,25 +307,25 @@ class Scenario:
     partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     connections: tuple[Connection, ...] = ()
     kv: KvConfig = field(default_factory=KvConfig)
-    source: str = field(default="<memory>", compare=False)
+    source: str = "<memory>"
     #: sha256 of the canonical scenario (the seed excluded): identifies the layout and load.
-    fingerprint: str = field(default="", compare=False)
+    fingerprint: str = ""
     #: The validated plain-data form, for writing a scenario back out (fuzz cases, reports).
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    raw: Mapping[str, Any] = field(default_factory=dict)
     schedule: Schedule = field(default_factory=Schedule)
     faults: tuple[Fault, ...] = ()
     #: what the loader accepted as mstar does but the user should know (printed as notes)
-    notes: tuple[str, ...] = field(default=(), compare=False)
+    notes: tuple[str, ...] = ()
     #: walk -> its facts; computed once (by the loader, which needs them to check the sections
     #: that name nodes and loops) and carried here. Left empty, they are built from the walks.
-    walk_facts: Mapping[str, WalkFacts] = field(default_factory=dict, compare=False, repr=False)
+    walk_facts: Mapping[str, WalkFacts] = field(default_factory=dict)
     #: a corpus case's ``corpus:`` block; None for any other scenario
-    corpus: CorpusMeta | None = field(default=None, compare=False)
+    corpus: CorpusMeta | None = None
 
     def __post_init__(self) -> None:
         if not self.walk_facts and self.walks:
-            object.__setattr__(self, "walk_facts",
-                               build_walk_facts(self.walks, self.partitions, self.connections))
+            force_setattr(self, "walk_facts",
+                          build_walk_facts(self.walks, self.partitions, self.connections))
 
     @cached_property
     def partition_of(self) -> dict[str, str]:

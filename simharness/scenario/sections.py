@@ -2,7 +2,7 @@
 schedule, faults and the corpus block.
 
 Part of the loader's second pass (see `simharness.scenario.graph_sections` for the graph). Every
-default is read from the model's dataclasses with `fields.default`; every number is finite and
+default is read from the model's records with `fields.default`; every number is finite and
 bounded, with its unit named when it is refused.
 """
 

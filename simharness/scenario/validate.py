@@ -18,7 +18,8 @@ Walk facts are the scenario's own (`Scenario.walk_facts`), computed once.
 from __future__ import annotations
 
 import graphlib
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
@@ -190,8 +191,7 @@ def check_workload(sc: Scenario) -> None:
                                         "request and check nothing")
 
 
-@dataclass(frozen=True)
-class CostEstimate:
+class CostEstimate(Struct, frozen=True):
     """What a run will do at most, estimated from the scenario before anything runs."""
 
     ranks: int

@@ -228,9 +228,12 @@ def test_hang_report_draws_the_wait_for_graph(hang_run):
 def test_values_are_escaped(clean_run):
     import dataclasses
 
+    import msgspec
+
     from simharness.report.html import run_page
 
-    rep = dataclasses.replace(clean_run, scenario=dataclasses.replace(clean_run.scenario, name="<b>x</b>"))
+    scenario = msgspec.structs.replace(clean_run.scenario, name="<b>x</b>")
+    rep = dataclasses.replace(clean_run, scenario=scenario)
     html = run_page(rep)
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
 
