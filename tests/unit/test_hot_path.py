@@ -191,3 +191,19 @@ def test_the_scheduler_s_grouped_ready_work_is_ready_work_grouped(monkeypatch, s
     again = run_scenario(sc, "mstar-rust-prefix", keep_trace=False)
     assert sum(seen) > 0  # the scheduler did read it, and found work
     assert again.trace_digest == fast.trace_digest
+
+
+def test_the_records_built_positionally_on_the_hot_path_keep_their_field_order():
+    # RankRuntime.complete, the conductor's walk start and the router build signals and peer
+    # messages positionally (a keyword call costs more per field). A reordered or inserted field
+    # would shift every value into the wrong field without an error: this pins the order those
+    # call sites were written against. Change them together.
+    from simharness.runtime.messages import InputSignals
+    from simharness.runtime.signals import Signal
+
+    assert Signal.__struct_fields__ == (
+        "name", "dest", "persist", "new_token", "nbytes", "src", "src_rank", "walk", "pass_no",
+        "counter", "origin", "seq", "stream")
+    assert InputSignals.__struct_fields__[:5] == ("rid", "walk", "pass_no", "signals", "src")
+    sig = Signal("x", "n", False, True, 8, "a", 0, "w", 1, 2, "edge", 3)
+    assert (sig.new_token, sig.src_rank, sig.counter, sig.seq, sig.stream) == (True, 0, 2, 3, False)
