@@ -23,7 +23,11 @@ class Tick(msgspec.Struct):
     queues a timeout of the same delay (priority NORMAL, the environment's event counter), so
     the order of events is the same. Used for a message arriving (nothing waits on it: its one
     callback hands the message over), a batch running and an idle rank's wake-up (a process
-    waits on those: simpy appends its resume to the callbacks)."""
+    waits on those: simpy appends its resume to the callbacks).
+
+    Tracked by the cyclic collector, unlike messages and signals: its callbacks reach the
+    worker, which reaches the environment's queue, which holds the tick; a run that ends with
+    ticks still queued leaves that cycle for the collector to free."""
 
     #: a list where a process may wait on it (simpy appends its resume), else a tuple
     callbacks: list[Callable[[Any], None]] | tuple[Callable[[Any], None], ...] | None

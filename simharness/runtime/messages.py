@@ -20,13 +20,19 @@ from simharness.runtime.signals import Signal
 CONDUCTOR_ID = -1
 CLIENT_ID = -2
 
-class Message(msgspec.Struct, eq=False, kw_only=True):
+class Message(msgspec.Struct, eq=False, kw_only=True, gc=False):
     """Base of every message: built with keywords (a positional slip between two ints or two
-    strings would otherwise pass silently), compared by identity."""
+    strings would otherwise pass silently), compared by identity.
+
+    Not tracked by the cyclic collector (``gc=False``, as signals and events): a message holds
+    strings, numbers, signals, an assignment and plain containers of them, nothing that refers
+    back to it, so it can be part of no reference cycle. Tracking cost every send an entry in
+    the collector's lists."""
 
 
-class Send(msgspec.Struct, eq=False):
-    """Deliver `msg` to endpoint `dst`; `nbytes` of payload travel with it.
+class Send(msgspec.Struct, eq=False, gc=False):
+    """Deliver `msg` to endpoint `dst`; `nbytes` of payload travel with it. Untracked by the
+    cyclic collector, as `Message` is, for the same reason.
 
     `src` is None for an ordinary send (from whoever returned it); a pull names the rank the
     bytes come from (a KV pull travels from the producer's rank to the puller).

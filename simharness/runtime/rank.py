@@ -41,9 +41,10 @@ from simharness.runtime.streams import ChunkSignal, StreamBuffer
 LOCAL_PREFIX = "local:"
 
 
-class Completion(msgspec.Struct, eq=False):
+class Completion(msgspec.Struct, eq=False, gc=False):
     """Everything one node completion for one request caused on this rank (a Struct: one is
-    built per forward, in C)."""
+    built per forward, in C). Untracked by the cyclic collector: it holds names, numbers,
+    signals and lists of them, nothing that refers back to it."""
 
     rid: str
     node: str
