@@ -165,11 +165,12 @@ def parse_text(text: str) -> Any:
     """YAML text to plain data within the limits; raises `yaml.YAMLError` or `ValueError`."""
     try:
         return _parse(_LimitedLoader, text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, UnicodeEncodeError):
         if _LimitedLoader is _PythonLoader:
             raise
-        # libyaml's messages are terser than PyYAML's (no offending character, no token found):
-        # a text that fails is read again by the Python parser, for the error it reports.
+        # libyaml's messages are terser than PyYAML's (no offending character, no token found),
+        # and a lone surrogate (an undecodable byte of a --set value) fails its UTF-8 encoding
+        # before it parses: a text that fails is read again by the Python parser, for its error.
         return _parse(_PythonLoader, text)
 
 

@@ -72,3 +72,9 @@ def test_an_error_is_worded_as_the_python_parser_words_it(tmp_path: Path) -> Non
     # libyaml says only "found character that cannot start any token"
     assert "found character '\\t' that cannot start any token" in str(err.value)
     assert "line 3, column 1" in str(err.value)
+
+
+def test_a_lone_surrogate_is_refused_as_the_python_parser_refuses_it() -> None:
+    # what an undecodable byte of a command-line value becomes; libyaml cannot even encode it
+    with pytest.raises(yaml.YAMLError, match="unacceptable character #xdcff"):
+        reading.parse_text("a: \udcff")
