@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from simharness.errors import ScenarioError
 from simharness.scenario import reading
@@ -78,3 +80,39 @@ def test_a_lone_surrogate_is_refused_as_the_python_parser_refuses_it() -> None:
     # what an undecodable byte of a command-line value becomes; libyaml cannot even encode it
     with pytest.raises(yaml.YAMLError, match="unacceptable character #xdcff"):
         reading.parse_text("a: \udcff")
+
+
+def _read(text: str) -> tuple:
+    try:
+        return ("data", reading.parse_text(text))
+    except yaml.YAMLError as exc:
+        return ("error", type(exc).__name__)
+    except ValueError as exc:
+        return ("error", str(exc))
+
+
+@needs_libyaml
+@pytest.mark.parametrize("text", [
+    "a :\t0\n",        # libyaml takes the tab as space; the Python parser refuses it
+    "a: !\n",          # a bare tag: '' to libyaml, None to the Python parser
+    "a: >#\n",         # a header with a comment glued on: '' to libyaml, refused by the other
+    "a: |2-#c\n",
+])
+def test_what_libyaml_reads_otherwise_is_read_by_the_python_parser(text: str) -> None:
+    assert _outcome(reading._LibyamlLoader, text) != _outcome(reading._PythonLoader, text)
+    assert _read(text) == _outcome(reading._PythonLoader, text)
+
+
+_TOKENS = ["a", "b: ", "- ", "  ", "\n", "1", "0x1F", "1e3", ".inf", "~", "null", "yes", "on",
+           "'x'", '"y"', "[", "]", "{", "}", ", ", "? ", ": ", "&a ", "*a", "<<: ", "#c", " #c",
+           "|", ">-", "|2", "---", "...", "%YAML 1.1", "\u00e9", "\\n", "2001-12-14", "12:30:00",
+           "-1", "+1", "_", "0o17", "1_000", "\t", "!", "!!str "]
+
+
+@needs_libyaml
+@settings(max_examples=400, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_TOKENS), max_size=24).map("".join))
+def test_a_text_means_the_same_with_or_without_libyaml(text: str) -> None:
+    # the reader's promise, checked as the differential fuzz that found the cases above did
+    assert _read(text) == _outcome(reading._PythonLoader, text)
