@@ -240,12 +240,15 @@ class Codec:
         self._index = {cls: i for i, cls in enumerate(self.classes)}
         #: class -> its code when it travels as a typed body, None when tagged (filled lazily)
         self._typed_code: dict[type, int | None] = {}
-        #: class code -> msgspec decoder of that class (built on first use)
+        #: class code -> msgspec decoder of that class (built on first use). A transport reads
+        #: it as `control_decoders` to decode the common control message inline.
         self._decoders: dict[int, Any] = {}
         #: class code -> msgspec decoder of ``[message, payload references]`` (built on first use)
         self._pair_decoders: dict[int, Any] = {}
         #: typed class -> its fields that hold signals: (name, holds a list of them)
         self._signal_fields: dict[type, tuple[tuple[str, bool], ...]] = {}
+        #: class -> (typed code or None, `_carrier` or None): what `encode_control` asks
+        self._control_plans: dict[type, tuple[int | None, Callable[[Any], bool] | None]] = {}
         # No hooks: a typed body holds nothing msgspec does not encode itself (`_typed`).
         self._encoder = msgspec.msgpack.Encoder()
         #: `encode_control`'s frame: no payload frames (0), the class code, then the body
@@ -288,11 +291,14 @@ class Codec:
         """`msg`'s only frame when it is a control message that travels with no payload frame
         (what `encode` would return alone in its list), else None. The frame is written into a
         buffer this codec reuses, so it holds only until the next call: for a sender that hands
-        it to zmq at once, with a copy. One allocation and one copy fewer than `encode`."""
-        code = self._typed_code.get(type(msg), -1)
-        if code == -1:
-            code = self.typed_code(type(msg))
-        if code is None or (payload_of is not None and self._signals_of(type(msg))):
+        it to zmq at once, with a copy. One allocation and one copy fewer than `encode`.
+
+        A message whose signals carry no bytes travels without payload frames whatever the
+        sender's hook (it is asked only for a signal that carries bytes), so it takes this path
+        too: the signal-only INPUT_SIGNALS of every routed control edge."""
+        plan = self._control_plans.get(type(msg)) or self._control_plan(type(msg))
+        code, carries = plan
+        if code is None or (carries is not None and payload_of is not None and carries(msg)):
             return None
         buf = self._out
         buf[1] = code
@@ -345,6 +351,31 @@ class Codec:
                 found.append((f.name, True))
         fields = self._signal_fields[cls] = tuple(found)
         return fields
+
+    def _control_plan(self, cls: type) -> tuple[int | None, Callable[[Any], bool] | None]:
+        """`encode_control`'s facts about `cls`, found once: its typed code (None: tagged) and
+        its `_carrier`. One lookup per message, not one per fact."""
+        code = self.typed_code(cls)
+        plan = self._control_plans[cls] = (code, None if code is None else self._carrier(cls))
+        return plan
+
+    def _carrier(self, cls: type) -> Callable[[Any], bool] | None:
+        """For typed class `cls`: a function telling whether a signal of a message has bytes
+        (None when the class holds no signal), generated once from its signal fields: a loop
+        over the field list per message costs twice this."""
+        fields = self._signals_of(cls)
+        if not fields:
+            return None
+        body = []
+        for name, many in fields:
+            name = _identifier(name)
+            if many:
+                body.append(f"    for s in m.{name}:\n        if s.nbytes:\n            return True\n")
+            else:
+                body.append(f"    s = m.{name}\n    if s is not None and s.nbytes:\n        return True\n")
+        ns: dict[str, Any] = {}
+        exec(f"def carries(m):\n{''.join(body)}    return False\n", ns)  # field names checked
+        return ns["carries"]
 
     def _signals_in(self, msg: Any) -> list[Signal]:
         """The signals of a typed message, in field order: what payload ordinals count."""
@@ -435,6 +466,12 @@ class Codec:
         if n != len(payload_frames):
             raise WireError(f"metadata announces {n} payload frames, {len(payload_frames)} arrived")
         return self.decode_body(meta, start, payload_frames, on_payload)
+
+    @property
+    def control_decoders(self) -> dict[int, Any]:
+        """Class code -> the msgspec decoder of a typed body of that class, for every class
+        decoded so far: what `decode_control` tries first. The dict itself, kept up to date."""
+        return self._decoders
 
     def decode_control(self, meta: bytes) -> Any:
         """The message of a metadata frame that announces no payload frames (first byte 0): the

@@ -248,6 +248,23 @@ def test_the_one_frame_fast_paths_agree_with_encode_and_decode():
     msg = messages.InputSignals(rid="r0", walk="w", pass_no=0, signals=[sig()], src=0)
     assert codec.encode_control(msg, lambda s: None) is None
     assert codec.encode_control(messages.RemoveRequest(rid="r0"), lambda s: None) is not None
+    # ... and one whose signals carry no bytes travels as one frame whatever the hook (it is
+    # never asked): the same bytes as the general path, for a list of signals and for one
+    asked = []
+    def hook(s):
+        asked.append(s)
+    for quiet in (messages.InputSignals(rid="r0", walk="w", pass_no=0, src=0,
+                                        signals=[sig(nbytes=0), sig("time_index", 0, 2)]),
+                  messages.ResultTensors(rid="r0", rank=1, signal=sig(nbytes=0)),
+                  messages.InputSignals(rid="r0", walk="w", pass_no=0, src=0, signals=[])):
+        frame = codec.encode_control(quiet, hook)
+        assert frame is not None and bytes(frame) == codec.encode(quiet, hook)[0]
+        assert same(codec.decode_control(bytes(frame)), quiet)
+    assert not asked
+    loud = messages.ResultTensors(rid="r0", rank=1, signal=sig())
+    assert codec.encode_control(loud, hook) is None
+    assert codec.encode_control(messages.InputSignals(
+        rid="r0", walk="w", pass_no=0, src=0, signals=[sig(nbytes=0), sig(seq=2)]), hook) is None
     # the buffer is reused: a second call overwrites the first frame, shorter or longer
     a = bytes(codec.encode_control(messages.RemoveRequest(rid="r1" * 20)))
     b = bytes(codec.encode_control(messages.RemoveRequest(rid="r2")))
@@ -318,3 +335,47 @@ def test_plain_data_in_a_tagged_body_comes_back_as_the_same_types():
     assert type(got["f"]) is frozenset and type(got[(0, 1)]) is bytes
     assert type(back.events[1]) is ev.Delivered and same(back.events[1], event)
     assert same(back.events[2], value.events[2])
+
+
+def test_the_transport_reads_what_was_sent_and_refuses_a_bad_frame_in_the_codecs_words(tmp_path):
+    """`Transport.drain` decodes the common control message itself, not through the codec's
+    `decode`: over a real socket it hands over the same messages, in order, and stops at a bad
+    frame with the codec's own refusal, word for word, both for a frame its inline path tries
+    (typed, no payload frame) and for one it leaves to the general path."""
+    import zmq
+
+    from real_backends.transport import Endpoints, Transport
+
+    ends = Endpoints("ipc", str(tmp_path))
+    rx, tx = Transport(1, ends), Transport(0, ends)
+    try:
+        sent = [messages.RemoveRequest(rid="r1"),
+                messages.InputSignals(rid="r2", walk="w", pass_no=1, src=0,
+                                      signals=[sig(nbytes=0), sig("time_index", 0, 2)]),
+                messages.InputSignals(rid="r3", walk="w", pass_no=0, src=0, signals=[sig()])]
+        latents = torch.zeros(4, 4)
+        for m in sent:
+            tx.send(1, m, lambda s: latents)
+        got: list = []
+        while len(got) < len(sent):
+            rx.wait(2000)
+            rx.drain(got.append, lambda s, p: None)
+        assert all(same(a, b) for a, b in zip(got, sent, strict=True))
+        remove = rx.codec.classes.index(messages.RemoveRequest)
+        raw = tx.ctx.socket(zmq.PUSH)
+        raw.connect(ends.address(1))
+        for bad in (bytes((0, remove)) + msgpack.packb({"rid": ["os", "system"]}),
+                    bytes((0, 0x7F)) + msgpack.packb({}), b"\x00", b"",
+                    bytes((1, remove)) + msgpack.packb({"rid": "r0"})):
+            with pytest.raises(WireError) as expected:
+                Codec().decode(bad)
+            raw.send(bad)
+            assert rx.wait(2000)
+            with pytest.raises(WireError) as refused:
+                rx.drain(got.append)
+            assert str(refused.value) == str(expected.value)
+        assert len(got) == len(sent)
+        raw.close(linger=0)
+    finally:
+        tx.close(linger_ms=0)
+        rx.close(linger_ms=0)
