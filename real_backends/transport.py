@@ -169,7 +169,7 @@ class Transport:
         loop, written out: this is the path every message of a rank takes. The common control
         message (no payload frame, a typed body whose decoder is built) is decoded here in one
         call; anything else, and any body that decoder refuses, takes `_message_of`'s path,
-        which names what is wrong (two Python calls per message fewer, a seventh of a small
+        which names what is wrong (two Python calls per message fewer, about a tenth of a small
         message's receive; docs/performance.md)."""
         recv, message_of, noblock = self.pull.recv, self._message_of, zmq.NOBLOCK
         decoders = self.codec.control_decoders
