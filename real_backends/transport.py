@@ -18,7 +18,7 @@ from typing import Any
 
 import zmq
 
-from real_backends.wire import Codec, OnPayload, PayloadOf, WireError
+from real_backends.wire import Codec, OnPayload, PayloadOf
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
 
 #: Queue bound per socket; far above what a scenario keeps in flight, low enough to stop a runaway.
@@ -151,17 +151,16 @@ class Transport:
         """The message of metadata frame `meta`, taking the payload frames it announces."""
         if meta and meta[0] == 0:  # no payload frame follows: most messages, in one call
             return self.codec.decode_control(meta)
-        n, start = self.codec.frame_count(meta)
+        n, _ = self.codec.frame_count(meta)
         frames: list[Any] = []
         # The parts of one zmq message arrive together, so a part that is not there now never
-        # will: a frame that announces more than came is refused, not waited on for ever.
-        # (Asking costs a socket option read per payload frame, which a tensor's bytes dwarf.)
+        # will: take the ones that came and let `Codec.decode` refuse a count that does not
+        # match, rather than wait for ever. (Asking costs a socket option read per payload
+        # frame, which a tensor's bytes dwarf.)
         pull = self.pull
         while len(frames) < n and pull.getsockopt(zmq.RCVMORE):
             frames.append(pull.recv(copy=False))
-        if len(frames) != n:
-            raise WireError(f"metadata announces {n} payload frames, {len(frames)} arrived")
-        return self.codec.decode_body(meta, start, frames, on_payload)
+        return self.codec.decode(meta, frames, on_payload)
 
     def drain(self, handle: Callable[[Any], None], on_payload: OnPayload | None = None,
               limit: int = 10_000) -> int:

@@ -57,15 +57,18 @@ def import_simpy() -> None:
     try:
         import simpy
     except Exception:
-        # Something this stand-in does not provide: forget the half-made import, do it plainly.
+        # Something this stand-in does not provide: forget the half-made import (below, it is
+        # made again plainly and raises whatever a plain import raises).
         for name in [m for m in sys.modules if m == "simpy" or m.startswith("simpy.")]:
             del sys.modules[name]
-        simpy = None  # type: ignore[assignment]
+        plainly = True
+    else:
+        plainly = False
     finally:
         del sys.modules["importlib.metadata"]
         if getattr(importlib, "metadata", None) is stand_in:
             del importlib.metadata  # type: ignore[attr-defined]
-    if simpy is None:
+    if plainly:
         import simpy
     elif "__version__" not in vars(simpy):
         simpy.__getattr__ = _real_version  # type: ignore[attr-defined]

@@ -348,6 +348,7 @@ def test_the_transport_reads_what_was_sent_and_refuses_a_bad_frame_in_the_codecs
 
     ends = Endpoints("ipc", str(tmp_path))
     rx, tx = Transport(1, ends), Transport(0, ends)
+    raw = tx.ctx.socket(zmq.PUSH)  # closed before its context, or closing that would block
     try:
         sent = [messages.RemoveRequest(rid="r1"),
                 messages.InputSignals(rid="r2", walk="w", pass_no=1, src=0,
@@ -362,7 +363,9 @@ def test_the_transport_reads_what_was_sent_and_refuses_a_bad_frame_in_the_codecs
             rx.drain(got.append, lambda s, p: None)
         assert all(same(a, b) for a, b in zip(got, sent, strict=True))
         remove = rx.codec.classes.index(messages.RemoveRequest)
-        raw = tx.ctx.socket(zmq.PUSH)
+        # A receiver that waited for a part that never comes would block: bounded here, so that
+        # such a regression fails (zmq.Again) instead of hanging the suite.
+        rx.pull.setsockopt(zmq.RCVTIMEO, 2000)
         raw.connect(ends.address(1))
         for bad in (bytes((0, remove)) + msgpack.packb({"rid": ["os", "system"]}),
                     bytes((0, 0x7F)) + msgpack.packb({}), b"\x00", b"",
@@ -375,7 +378,7 @@ def test_the_transport_reads_what_was_sent_and_refuses_a_bad_frame_in_the_codecs
                 rx.drain(got.append)
             assert str(refused.value) == str(expected.value)
         assert len(got) == len(sent)
-        raw.close(linger=0)
     finally:
+        raw.close(linger=0)
         tx.close(linger_ms=0)
         rx.close(linger_ms=0)
