@@ -58,7 +58,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from simharness.scenario.model import FAULT_MESSAGES
+from simharness.scenario.lockstep import first_refusal
+from simharness.scenario.model import FAULT_MESSAGES, NodeGroup
 
 #: Messages every example's faults may target; ``stop_loops`` has a feature of its own.
 MESSAGES = tuple(m for m in FAULT_MESSAGES if m != "stop_loops")
@@ -577,22 +578,44 @@ def _add_kv(draw: Any, walks: dict[str, Any], costs: dict[str, Any]) -> None:
 
 def walk_nodes(graph: dict[str, Any]) -> dict[str, list[str]]:
     """walk -> its node names in declaration order, read from a ``graph:`` mapping."""
-    out: dict[str, list[str]] = {}
+    return {walk: [sec["node"] for sec in _node_sections(root)]
+            for walk, root in graph["walks"].items()}
 
-    def visit(sec: dict[str, Any], acc: list[str]) -> None:
-        if "node" in sec:
-            acc.append(sec["node"])
-        elif "loop" in sec:
-            visit(sec["loop"]["body"], acc)
-        else:
-            for part in sec.get("sequential", sec.get("parallel", [])):
-                visit(part, acc)
 
-    for walk, root in graph["walks"].items():
-        acc: list[str] = []
-        visit(root, acc)
-        out[walk] = acc
-    return out
+def _node_sections(sec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``node:`` sections of a walk's section, in declaration order."""
+    if "node" in sec:
+        return [sec]
+    if "loop" in sec:
+        return _node_sections(sec["loop"]["body"])
+    return [n for part in sec.get("sequential", sec.get("parallel", [])) for n in _node_sections(part)]
+
+
+def _stream_consumers(graph: dict[str, Any]) -> set[str]:
+    """Nodes with an input that a stream feeds into their walk's partition (mstar's
+    ``consumes_stream``), read from a ``graph:`` mapping."""
+    into: dict[str, set[str]] = {}
+    for s in graph.get("streams", []):
+        into.setdefault(s["to"], set()).add(s["edge"])
+    return {sec["node"] for part, walks in graph.get("partitions", {}).items() if part in into
+            for walk in walks for sec in _node_sections(graph["walks"][walk])
+            if into[part].intersection(sec.get("inputs", ()))}
+
+
+def _as_mstar_accepts(groups: list[dict[str, Any]], per_walk: dict[str, list[str]],
+                      consumers: set[str]) -> None:
+    """Take lockstep off each group mstar's conductor would refuse (`scenario.lockstep`: a
+    walk-scoped TP group with a streaming consumer, or one whose node a later group places),
+    one at a time until it accepts them all: its ranks stay, as replicas of one rank each."""
+    while True:
+        parsed = [NodeGroup(tuple(g["node_names"]), tuple(g["ranks"]),
+                            tuple(g["graph_walks"]) if "graph_walks" in g else None,
+                            g.get("tp_size", 1), g.get("sp_size", 1)) for g in groups]
+        refusal = first_refusal(parsed, per_walk, consumers)
+        if refusal is None:
+            return
+        groups[refusal.group].pop("tp_size", None)
+        groups[refusal.group].pop("sp_size", None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -668,6 +691,7 @@ def placements(draw: Any, graph: dict[str, Any], features: frozenset[str] | None
     dense = {r: i for i, r in enumerate(used)}
     for g in groups:
         g["ranks"] = [dense[r] for r in g["ranks"]]
+    _as_mstar_accepts(groups, per_walk, _stream_consumers(graph))
     out: dict[str, Any] = {"node_groups": groups}
     if "concurrency" in feats and draw(st.booleans()):
         out["max_concurrent_requests"] = draw(st.integers(1, 3))

@@ -14,6 +14,7 @@ from typing import Any
 from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
 from simharness.scenario import fields as f
+from simharness.scenario.lockstep import check_lockstep_groups
 from simharness.scenario.model import (
     FAULT_KINDS,
     FAULT_MESSAGES,
@@ -168,6 +169,7 @@ def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
                 raise ScenarioError(groups_path,
                                     f"node {node.name!r} of walk {walk!r} ({node.path}) is not "
                                     f"placed: no node group lists it for that walk")
+    check_lockstep_groups(groups, facts, groups_path)
     mcr = m.get("max_concurrent_requests")
     return Placement(
         tuple(groups),

@@ -1,0 +1,207 @@
+"""The loader refuses exactly the lockstep groups that mstar's own conductor refuses at start-up.
+
+The oracle is mstar-ai's ``Conductor.__init__`` itself, run on mstar's own worker graphs
+(``Model.get_worker_graphs``, which divides every walk with mstar's code) and sharding config
+(``Model.get_sharding_config``), read from a config file written from the scenario's
+placement. Its checks come before anything is started: the test stops it at the next step (the
+pick of a port for NCCL), so a layout it gets that far with is one mstar accepts.
+
+A fuzz campaign found both refusals as failures the loader let through (`streams:passes` on a
+walk-scoped TP group with a streaming consumer, and the corpus' `streams-order-across-ranks`
+cases, whose first group claimed a node another group placed): findings about layouts that never
+run in mstar.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from simharness import strategies as sst
+from simharness.errors import ScenarioError
+from simharness.scenario import load_scenario, parse_scenario
+from tests.conftest import SCENARIOS
+from tests.helpers import needs_mstar
+
+pytestmark = needs_mstar()
+
+
+class _Accepted(Exception):
+    """mstar's conductor got past its placement checks."""
+
+
+def _conductor_module() -> Any:
+    try:
+        import mstar.conductor.conductor as conductor
+        import mstar.model.base  # noqa: F401  (the worker-graph division)
+    except Exception as exc:  # torch or another dependency of the conductor is missing
+        pytest.skip(f"mstar's conductor does not import here ({type(exc).__name__}: {exc})")
+    return conductor
+
+
+def conductor_refusal(raw: dict[str, Any], tmp: Path, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """What mstar's Conductor raises at start-up for `raw`'s placement; None if it accepts it."""
+    from mstar.distributed.base import ShardingConfig
+    from mstar.model.base import Model
+
+    from simharness.placement.layout import Layout
+    from simharness.runtime.mstar_adapter import graph_module, to_mstar
+    from simharness.runtime.mstar_placement import _ModelShape
+    from simharness.scenario import sections
+
+    conductor = _conductor_module()
+    with monkeypatch.context() as m:  # our own refusal off, to hand mstar what we would refuse
+        m.setattr(sections, "check_lockstep_groups", lambda *a: None)
+        sc = parse_scenario(copy.deepcopy(raw))
+    g = graph_module()
+    names = {n for wf in sc.walk_facts.values() for n in wf.nodes}
+
+    class ScenarioModel(_ModelShape):
+        """The scenario as an mstar Model: every node may run TP or SP (the scenario says so)."""
+
+        get_worker_graphs = Model.get_worker_graphs
+        get_sharding_config = Model.get_sharding_config
+        _get_worker_graphs_for_graph_walk = Model._get_worker_graphs_for_graph_walk
+
+        def get_graph_walk_graphs(self) -> dict[str, Any]:
+            return {w: to_mstar(root, g) for w, root in sc.walks.items()}
+
+        def get_default_sharding_config(self) -> Any:
+            return ShardingConfig(groups=[], tp_enabled_nodes=set(names), shard_dim={},
+                                  sp_enabled_nodes=set(names))
+
+    groups = [{"node_names": list(ng.node_names), "ranks": list(ng.ranks), "tp_size": ng.tp_size,
+               "sp_size": ng.sp_size,
+               **({} if ng.graph_walks is None else {"graph_walks": list(ng.graph_walks)})}
+              for ng in sc.placement.node_groups]
+    cfg = tmp / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"max_seq_len": 1, "node_groups": groups}))
+
+    def stop() -> int:
+        raise _Accepted
+
+    with monkeypatch.context() as m:
+        m.setattr(conductor, "_pick_free_tcp_port", stop)
+        try:
+            conductor.Conductor(ScenarioModel(Layout.build(sc)), str(cfg),
+                                socket_path_prefix=str(tmp / "sockets"))
+        except _Accepted:
+            return None
+        except (RuntimeError, AssertionError) as exc:
+            return str(exc)
+    raise AssertionError("mstar's conductor returned from __init__ without reaching the port pick")
+
+
+def our_refusal(raw: dict[str, Any]) -> str | None:
+    try:
+        parse_scenario(copy.deepcopy(raw))
+    except ScenarioError as err:
+        return str(err)
+    return None
+
+
+def _streamed_tp_consumer(walk_scoped: bool) -> dict[str, Any]:
+    """The shape of the fuzz campaign's `streams:passes`: a stream's consumer b in a TP group."""
+    group: dict[str, Any] = {"node_names": ["b"], "ranks": [0, 1], "tp_size": 2}
+    if walk_scoped:
+        group["graph_walks"] = ["c"]
+    return {
+        "graph": {
+            "walks": {
+                "w0": {"node": "a", "inputs": ["in0"],
+                       "outputs": [{"name": "y_a", "to": "client"},
+                                   {"name": "st", "to": "b", "stream": True}]},
+                "c": {"node": "b", "inputs": ["st"], "outputs": [{"name": "y_b", "to": "client"}]},
+            },
+            "requests": {"k0": {"partitions": {"main": ["w0"],
+                                               "sink": [{"walk": "c", "until": "final_chunk"}]},
+                                "inputs": ["in0"]}},
+            "partitions": {"main": ["w0"], "sink": ["c"]},
+            "streams": [{"from": "main", "to": "sink", "edge": "st",
+                         "policy": {"sliding_window": {"window": 1, "stride": 1}}}],
+        },
+        "placement": {"node_groups": [{"node_names": ["a", "b"], "ranks": [1]}, group]},
+        "workload": [{"request": "k0", "count": 2, "concurrency": 2}],
+    }
+
+
+def _claimed_elsewhere(claims: bool) -> dict[str, Any]:
+    """The corpus' old `streams-order-across-ranks` placement, reduced: a TP group lists c, and
+    a later group places c in walk w1."""
+    first = {"node_names": ["a", "c"] if claims else ["a"], "ranks": [0, 1], "tp_size": 2}
+    return {
+        "graph": {"walks": {"w0": {"node": "a", "inputs": ["in0"],
+                                   "outputs": [{"name": "y_a", "to": "client"}]},
+                            "w1": {"node": "c", "inputs": ["in1"],
+                                   "outputs": [{"name": "y_c", "to": "client"}]}},
+                  "requests": {"k0": {"walks": ["w0", "w1"], "inputs": ["in0", "in1"]}}},
+        "placement": {"node_groups": [first, {"node_names": ["c"], "ranks": [1],
+                                              "graph_walks": ["w1"]}]},
+        "workload": [{"request": "k0", "count": 1}],
+    }
+
+
+@pytest.mark.parametrize(("raw", "words"), [
+    (_streamed_tp_consumer(True), ("streaming consumer", "custom graph walk")),
+    (_claimed_elsewhere(True), ("tp_size", "sharding group")),
+])
+def test_what_mstar_refuses_the_loader_refuses(raw, words, tmp_path, monkeypatch):
+    theirs = conductor_refusal(raw, tmp_path, monkeypatch)
+    assert theirs is not None and any(w in theirs for w in words), theirs
+    ours = our_refusal(raw)
+    assert ours is not None and "mstar's conductor refuses" in ours
+
+
+@pytest.mark.parametrize("raw", [_streamed_tp_consumer(False), _claimed_elsewhere(False)])
+def test_the_same_layouts_mended_are_accepted_by_both(raw, tmp_path, monkeypatch):
+    assert conductor_refusal(raw, tmp_path, monkeypatch) is None
+    assert our_refusal(raw) is None
+
+
+@pytest.mark.parametrize("path", sorted([*SCENARIOS.glob("*.yaml"), *SCENARIOS.glob("corpus/*.yaml")]),
+                         ids=lambda p: p.stem)
+def test_every_shipped_scenario_and_corpus_case_is_one_mstar_accepts(path, tmp_path, monkeypatch):
+    sc = load_scenario(path)
+    if any(g.instance_size > 1 for g in sc.placement.node_groups):
+        assert conductor_refusal(sc.raw, tmp_path, monkeypatch) is None
+
+
+@st.composite
+def _with_an_extra_group(draw: Any) -> dict[str, Any]:
+    """A generated TP scenario (accepted by construction), with one more node group drawn
+    freely: lockstep or not, scoped to a walk or not, listing any of the nodes, anywhere in the
+    list; most such layouts mstar refuses, some it accepts."""
+    raw = draw(sst.scenarios(features=frozenset(sst.FAMILIES["tp"] | {"streams", "walk_scoped"})))
+    walks = sst.walk_nodes(raw["graph"])
+    names = sorted({n for ns in walks.values() for n in ns})
+    groups = raw["placement"]["node_groups"]
+    ranks = sorted({r for grp in groups for r in grp["ranks"]})
+    extra: dict[str, Any] = {"node_names": draw(st.lists(st.sampled_from(names), min_size=1,
+                                                         max_size=3, unique=True))}
+    if len(ranks) >= 2 and draw(st.booleans()):
+        extra.update(ranks=ranks[:2], tp_size=2)
+    else:
+        extra["ranks"] = [draw(st.sampled_from(ranks))]
+    if draw(st.booleans()):
+        extra["graph_walks"] = [draw(st.sampled_from(sorted(walks)))]
+    groups.insert(draw(st.integers(0, len(groups))), extra)
+    return raw
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(_with_an_extra_group())
+def test_generated_placements_are_refused_by_both_or_by_neither(tmp_path, monkeypatch, raw):
+    ours = our_refusal(raw)
+    if ours is not None and "mstar's conductor refuses" not in ours:
+        event("refused for another reason")
+        return  # refused for another reason first (a node left unplaced, say): not this check's
+    theirs = conductor_refusal(raw, tmp_path, monkeypatch)
+    event("accepted" if ours is None else "refused")
+    assert (ours is None) == (theirs is None), (ours, theirs)
