@@ -104,6 +104,11 @@ def _node(raw: dict[str, Any], path: str, ctx: _WalkContext) -> Node:
                                                   f"{ctx.walk!r} (first at {ctx.node_paths[name]})")
     ctx.node_paths[name] = path
     inputs = f.name_list(raw.get("inputs", []), f.join(path, "inputs"), "an input name")
+    if not inputs:
+        # mstar queues a node when an input arrives (`ingest_input`): one without any never runs,
+        # and every request that walks it hangs. An impossible graph, as a cycle is.
+        raise ScenarioError(f.join(path, "inputs"), f"node {name!r} has no inputs: mstar runs a "
+                                                    f"node once its inputs arrive, so it would never run")
     outputs = _edges(raw.get("outputs", []), f.join(path, "outputs"))
     async_ = f.boolean(raw.get("async", True), f.join(path, "async"))
     return Node(name, inputs, outputs, async_, path=path)
