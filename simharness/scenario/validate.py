@@ -6,7 +6,7 @@ scenario, and each raises a `ScenarioError` naming the key path of the offending
 * `check_walk_edges`: every edge reaches a node of its walk and one of that node's inputs;
 * `check_cycles`: the graph of a walk has no cycle outside a loop (mstar would wait forever on
   such an input: an impossible graph, not a runtime bug), self-edges outside loops included;
-* `check_stream_edges`: streams are declared and feed one consumer;
+* `check_stream_edges`: streams are declared, produced by some node and feed one consumer;
 * `check_inputs_are_sent`: every input some walk of a request needs comes from somewhere;
 * `check_workload`: the workload submits at least one request;
 * `check_cost`: the run's size (ranks, requests, node forwards) is estimated up front and refused
@@ -111,6 +111,13 @@ def check_stream_edges(sc: Scenario) -> None:
                     raise ScenarioError(f.join(edge.path, "to"),
                                         f"stream {edge.name!r} from partition {part_of[walk]!r} "
                                         f"already goes to {first!r}; a stream feeds one consumer node")
+    for conn in connections:
+        if (conn.src, conn.edge) not in consumer_of:
+            # Its consumer would only ever get producer_done: no model streams nothing, and the
+            # simulation routes a stream by the edges that produce it.
+            raise ScenarioError(f.join(conn.path, "edge") if conn.path else "graph.streams",
+                                f"no node of partition {conn.src!r} sends {conn.edge!r} as a "
+                                f"streaming edge (an output with stream: true)")
 
 
 def check_inputs_are_sent(sc: Scenario, implicit: bool) -> None:
