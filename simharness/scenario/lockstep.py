@@ -82,6 +82,32 @@ def first_refusal(groups: Sequence[NodeGroup], nodes_of: Mapping[str, Collection
     return None
 
 
+def lockstep_notes(groups: Sequence[NodeGroup], facts: Mapping[str, WalkFacts]) -> list[str]:
+    """A note for each rank that runs more than one lockstep-parallel node.
+
+    mstar's worker refuses that at start-up ("at most one lockstep-parallel node per worker",
+    ``worker/worker.py``). The simulation runs such a placement all the same, so the note says
+    that mstar would not. It is a note and not an error for now: shipped scenarios and corpus
+    cases use such placements (docs/fuzzing.md)."""
+    spec = [(g.node_names, g.graph_walks) for g in groups]
+    on_rank: dict[int, set[str]] = {}
+    for walk, wf in facts.items():
+        for node, gi in group_of_nodes(list(wf.nodes), walk, spec).items():
+            g = groups[gi]
+            if g.instance_size > 1:
+                for r in g.ranks:
+                    on_rank.setdefault(r, set()).add(node)
+    ranks_of: dict[tuple[str, ...], list[int]] = {}  # ranks that run the same nodes: one note
+    for r, nodes in sorted(on_rank.items()):
+        if len(nodes) > 1:
+            ranks_of.setdefault(tuple(sorted(nodes)), []).append(r)
+    return [f"placement: rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} "
+            f"{'run' if len(ranks) > 1 else 'runs'} {len(nodes)} lockstep-parallel nodes "
+            f"({', '.join(nodes)}); mstar's worker allows one per worker and refuses this "
+            f"placement at start-up (simharness runs it as written)"
+            for nodes, ranks in ranks_of.items()]
+
+
 def streaming_consumers(facts: Mapping[str, WalkFacts]) -> frozenset[str]:
     """Names of the nodes that take a stream's chunks in some walk (mstar ``consumes_stream``,
     collected by name over every worker graph, as the conductor does)."""
