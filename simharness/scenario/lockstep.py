@@ -1,4 +1,5 @@
-"""What mstar's conductor refuses of a placement's lockstep (TP/SP) groups at start-up.
+"""What mstar refuses of a placement's lockstep (TP/SP) groups at start-up: the conductor's
+checks (`check_lockstep_groups`, an error) and the worker's (`lockstep_notes`, a note for now).
 
 mstar makes one sharding group of every node group whose instance spans several ranks
 (``tp_size * sp_size > 1``, ``model/base.py`` ``get_sharding_config``) and, before any worker
@@ -16,6 +17,10 @@ starts, checks them against the worker graphs (``conductor/conductor.py``, the b
 A layout mstar refuses never runs there, so a finding on it would be about nothing: the loader
 refuses it the same way, naming the group, so that neither a user's scenario nor a generated
 one is simulated as if mstar accepted it.
+
+Each worker then refuses to hold more than one lockstep-parallel node (``worker/worker.py``).
+Shipped scenarios and corpus cases break that rule, so it is only noted until they are placed
+again (docs/fuzzing.md).
 """
 
 from __future__ import annotations
