@@ -34,7 +34,7 @@ reset, and the saved external inputs are re-routed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from simharness.graph.ir import Edge, Pair
 from simharness.runtime.graph_spec import GraphSpec, LoopSpec, loop_of
@@ -211,16 +211,19 @@ class GraphState:
         """Postprocess step 1: the batch consumed the node's current inputs."""
         self.cur[node].clear()
 
-    def complete(self, node: str) -> tuple[list[Edge | Signal], frozenset[Pair], list[str]]:
+    def complete(self, node: str) -> tuple[Sequence[Edge | Signal], frozenset[Pair], list[str]]:
         """mstar ``WorkerGraphIO.mark_node_complete``.
 
         Returns the edges to route (declared `Edge`s for this completion's own outputs and the
         loop outputs; saved `Signal`s for re-injected external inputs), the loop-back pairs
-        filtered out, and the names of loops that finished on this completion.
+        filtered out, and the names of loops that finished on this completion. When the edges
+        are the node's own outputs and nothing else (most completions), they are the node's
+        ``registry_outputs`` tuple itself, not a copy: the rank routes that tuple by a plan it
+        keeps for it (`RankRuntime.complete`).
         """
         ns = self.spec.nodes[node]
         lp = ns.loop
-        edges: list[Edge | Signal] = list(ns.registry_outputs)
+        edges: Sequence[Edge | Signal] = ns.registry_outputs
         if lp is None:
             prev_done = self.done
             if ns.counted:
@@ -240,7 +243,10 @@ class GraphState:
             return edges, NOTHING_FILTERED, []  # the iteration goes on: nothing else changes
         prev_done = self.done
         finished: list[str] = []
-        filtered = self._complete_iter(st, edges, finished)
+        added: list[Edge | Signal] = []
+        filtered = self._complete_iter(st, added, finished)
+        if added:
+            edges = [*edges, *added]
         if filtered:
             # What a finishing loop drops is filtered out of all of this completion's edges.
             edges = [e for e in edges if (e.name, _dest(e)) not in filtered]

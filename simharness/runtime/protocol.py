@@ -10,7 +10,7 @@ worker loop differs, and ``conductor_class`` to a `Conductor` subclass when its 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from msgspec import Struct
@@ -119,9 +119,9 @@ class WorkerGraphState(Protocol):
 
     def clear_current(self, node: str) -> None: ...
 
-    def complete(self, node: str) -> tuple[list[Any], frozenset[tuple[str, str]], list[str]]:
+    def complete(self, node: str) -> tuple[Sequence[Any], frozenset[tuple[str, str]], list[str]]:
         """(routed items: declared `Edge`s or re-injected `Signal`s, filtered loop-back pairs,
-        loops that finished)."""
+        loops that finished). The items are read, never changed, by the caller."""
         ...
 
     @property

@@ -149,16 +149,19 @@ class _NodePlan:
     graph and partition, whether it is in a loop, whether it takes stream chunks, and per
     placement of the request (`routes`) where each of its edges goes."""
 
-    __slots__ = ("wg", "partition", "in_loop", "streamed", "dest_wg", "own", "routes")
+    __slots__ = ("wg", "partition", "in_loop", "streamed", "dest_wg", "own", "outputs", "routes")
 
     def __init__(self, wg: str, partition: str, in_loop: bool, streamed: bool,
-                 dest_wg: dict[str, str], own: frozenset[int]) -> None:
+                 dest_wg: dict[str, str], own: frozenset[int], outputs: tuple[Edge, ...]) -> None:
         self.wg = wg
         self.partition = partition
         self.in_loop = in_loop
         self.streamed = streamed
         self.dest_wg = dest_wg
         self.own = own
+        #: the node's ``registry_outputs``: what its graph state's `complete` returns, as this
+        #: very tuple, when a completion routes the node's own outputs and nothing else
+        self.outputs = outputs
         #: the request's placement (`RequestState.placement`) -> its `_Routes`
         self.routes: dict[int, _Routes] = {}
 
@@ -191,7 +194,7 @@ class _Routes:
     scenario's own `Edge` objects, alive as long as the rank) the fields of the signal it makes
     and its `_Target`, each made at its first use and kept."""
 
-    __slots__ = ("rank", "plan", "wg_ranks", "labels", "src_group", "tp", "edges", "targets")
+    __slots__ = ("rank", "plan", "wg_ranks", "labels", "src_group", "tp", "edges", "targets", "plain")
 
     def __init__(self, rank: int, plan: _NodePlan, wg_ranks: dict[str, tuple[int, ...]],
                  labels: tuple[Labels, Labels]) -> None:
@@ -204,6 +207,8 @@ class _Routes:
         self.tp = src_group.index(rank) if len(src_group) > 1 else 0
         self.edges: dict[int, tuple[str, str, bool, bool, int, str, bool, _Target]] = {}
         self.targets: dict[tuple[str, bool], _Target] = {}
+        #: `plain_outputs` of the node's own outputs, made at the first completion
+        self.plain: tuple[PlainEdge, ...] | None = None
 
     def target(self, dest: str, stream: bool) -> _Target:
         """Where a signal to `dest` goes (a saved signal asks this at each re-routing)."""
@@ -233,6 +238,22 @@ class _Routes:
             ORIGIN_NODE if id(e) in self.plan.own else ORIGIN_LOOP_OUTPUT, e.stream,
             self.target(e.to, e.stream))
         return ep
+
+    def plain_outputs(self, payloads: dict[str, int], default_payload: int) -> tuple[PlainEdge, ...]:
+        """The node's own outputs as `PlainEdge`s when each is a plain edge into a node's
+        slots (neither persisted nor a new token, not a stream, the client or the conductor);
+        else empty: `RankRuntime.complete` then routes them edge by edge."""
+        plans = [self.edge(e, payloads, default_payload) for e in self.plan.outputs]
+        if not all(target.kind == _SLOT and not persist and not new_token
+                   for _, _, persist, new_token, _, _, _, target in plans):
+            return ()
+        return tuple((name, dest, nbytes, origin, target.local, target.local_label, target.outs)
+                     for name, dest, _, _, nbytes, origin, _, target in plans)
+
+
+#: a plain output edge's plan, flat: (name, destination, payload bytes, origin, the worker graph
+#: that ingests it here or None, its route label, (rank, route label) of each peer it goes to)
+PlainEdge = tuple[str, str, int, str, str | None, str, tuple[tuple[int, str], ...]]
 
 
 class Labels(dict):
@@ -500,6 +521,26 @@ class RankRuntime:
         #: peer's message lists streamed items first (`_route_stream` files them as it goes)
         externals: list[tuple[Signal, tuple[tuple[int, str], ...]]] = []
         seq = self._seq
+        plain = routes.plain
+        if plain is None:
+            plain = routes.plain = routes.plain_outputs(self._payloads, self._default_payload)
+        if plain and items is plan.outputs:
+            # Most completions: the node's own outputs, each a plain edge into a node's slots,
+            # routed by their flat plans (what the loop below does for them, with the
+            # questions it asks of each edge answered once).
+            for name, dest, nbytes, origin, local, local_label, outs in plain:
+                seq += 1
+                sig = Signal(name, dest, False, False, nbytes, node, rank, walk, pass_no,
+                             counter, origin, seq, False)
+                if local is not None:
+                    if req.states[local].ingest(sig) is REJECTED:
+                        done.to_ranks.setdefault(rank, []).append(sig)
+                        add_route((sig, self._rank_label[rank]))
+                    else:
+                        add_route((sig, local_label))
+                if outs:
+                    externals.append((sig, outs))
+            items = ()
         for item in items:
             if type(item) is Edge:
                 ep = edge_plans.get(id(item)) or routes.edge(item, self._payloads, self._default_payload)
@@ -565,7 +606,7 @@ class RankRuntime:
         ns = self.specs[wg_id].nodes[node]
         plan = self._plans[(walk, node)] = _NodePlan(
             wg_id, self.partition_of[walk], ns.loop is not None, bool(ns.stream_inputs),
-            self._dest_wg[walk], ns.output_ids)
+            self._dest_wg[walk], ns.output_ids, ns.registry_outputs)
         return plan
 
     def _route_stream(self, done: Completion, req: RequestState, sig: Signal, part: str) -> None:
