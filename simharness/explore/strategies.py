@@ -58,7 +58,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from simharness.scenario.lockstep import first_refusal
+from simharness.scenario.lockstep import first_refusal, second_lockstep_node
 from simharness.scenario.model import FAULT_MESSAGES, NodeGroup
 
 #: Messages every example's faults may target; ``stop_loops`` has a feature of its own.
@@ -604,14 +604,16 @@ def _stream_consumers(graph: dict[str, Any]) -> set[str]:
 
 def _as_mstar_accepts(groups: list[dict[str, Any]], per_walk: dict[str, list[str]],
                       consumers: set[str]) -> None:
-    """Take lockstep off each group mstar's conductor would refuse (`scenario.lockstep`: a
-    walk-scoped TP group with a streaming consumer, or one whose node a later group places),
-    one at a time until it accepts them all: its ranks stay, as replicas of one rank each."""
+    """Take lockstep off each group mstar would refuse (`scenario.lockstep`: a walk-scoped TP
+    group with a streaming consumer, one whose node a later group places, or one that gives a
+    rank a second lockstep-parallel node), one at a time until it accepts them all: its ranks
+    stay, as replicas of one rank each."""
     while True:
         parsed = [NodeGroup(tuple(g["node_names"]), tuple(g["ranks"]),
                             tuple(g["graph_walks"]) if "graph_walks" in g else None,
                             g.get("tp_size", 1), g.get("sp_size", 1)) for g in groups]
-        refusal = first_refusal(parsed, per_walk, consumers)
+        refusal = (first_refusal(parsed, per_walk, consumers)
+                   or second_lockstep_node(parsed, per_walk))
         if refusal is None:
             return
         groups[refusal.group].pop("tp_size", None)

@@ -1,5 +1,5 @@
 """What mstar refuses of a placement's lockstep (TP/SP) groups at start-up: the conductor's
-checks (`check_lockstep_groups`, an error) and the worker's (`lockstep_notes`, a note for now).
+checks and the worker's, both refused here (`check_lockstep_groups`).
 
 mstar makes one sharding group of every node group whose instance spans several ranks
 (``tp_size * sp_size > 1``, ``model/base.py`` ``get_sharding_config``) and, before any worker
@@ -18,9 +18,10 @@ A layout mstar refuses never runs there, so a finding on it would be about nothi
 refuses it the same way, naming the group, so that neither a user's scenario nor a generated
 one is simulated as if mstar accepted it.
 
-Each worker then refuses to hold more than one lockstep-parallel node (``worker/worker.py``).
-Shipped scenarios and corpus cases break that rule, so it is only noted until they are placed
-again (docs/fuzzing.md).
+Each worker then refuses to hold more than one lockstep-parallel node (``worker/worker.py``:
+"at most one lockstep-parallel node per worker"; a node is lockstep-parallel when its instance
+spans several ranks, and the worker counts node names, so one node in two walks is one). The
+loader refuses that too, naming the group that brings a rank its second such node.
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ class Refusal(NamedTuple):
 
 def check_lockstep_groups(groups: Sequence[NodeGroup], facts: Mapping[str, WalkFacts],
                           groups_path: str) -> None:
-    """Raise a `ScenarioError` at the first lockstep group mstar's conductor would refuse."""
+    """Raise a `ScenarioError` at the first lockstep group mstar's conductor would refuse, or
+at the group that gives a rank a second lockstep-parallel node, which its worker refuses."""
     nodes_of = {walk: wf.nodes.keys() for walk, wf in facts.items()}
-    refusal = first_refusal(groups, nodes_of, streaming_consumers(facts), groups_path)
+    refusal = (first_refusal(groups, nodes_of, streaming_consumers(facts), groups_path)
+               or second_lockstep_node(groups, nodes_of, groups_path))
     if refusal is not None:
         path = groups[refusal.group].path or f.join(groups_path, refusal.group)
         raise ScenarioError(f.join(path, refusal.key) if refusal.key else path, refusal.message)
@@ -87,30 +90,34 @@ def first_refusal(groups: Sequence[NodeGroup], nodes_of: Mapping[str, Collection
     return None
 
 
-def lockstep_notes(groups: Sequence[NodeGroup], facts: Mapping[str, WalkFacts]) -> list[str]:
-    """A note for each rank that runs more than one lockstep-parallel node.
+def second_lockstep_node(groups: Sequence[NodeGroup], nodes_of: Mapping[str, Collection[str]],
+                         groups_path: str = "node_groups") -> Refusal | None:
+    """The first group (in layout order) that gives some rank a second lockstep-parallel node,
+    which mstar's worker refuses at start-up; None when every rank runs at most one.
 
-    mstar's worker refuses that at start-up ("at most one lockstep-parallel node per worker",
-    ``worker/worker.py``). The simulation runs such a placement all the same, so the note says
-    that mstar would not. It is a note and not an error for now: shipped scenarios and corpus
-    cases use such placements (docs/fuzzing.md)."""
+    A node is lockstep-parallel on the ranks of the group that places it in some walk (the last
+    group that lists it for the walk) when that group's instance spans several ranks. The
+    worker collects its nodes by name over all its worker graphs, so one node in several walks
+    is one node."""
     spec = [(g.node_names, g.graph_walks) for g in groups]
-    on_rank: dict[int, set[str]] = {}
-    for walk, wf in facts.items():
-        for node, gi in group_of_nodes(list(wf.nodes), walk, spec).items():
-            g = groups[gi]
-            if g.instance_size > 1:
-                for r in g.ranks:
-                    on_rank.setdefault(r, set()).add(node)
-    ranks_of: dict[tuple[str, ...], list[int]] = {}  # ranks that run the same nodes: one note
-    for r, nodes in sorted(on_rank.items()):
-        if len(nodes) > 1:
-            ranks_of.setdefault(tuple(sorted(nodes)), []).append(r)
-    return [f"placement: rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} "
-            f"{'run' if len(ranks) > 1 else 'runs'} {len(nodes)} lockstep-parallel nodes "
-            f"({', '.join(nodes)}); mstar's worker allows one per worker and refuses this "
-            f"placement at start-up (simharness runs it as written)"
-            for nodes, ranks in ranks_of.items()]
+    #: (group index, node, rank) for every placement of a lockstep-parallel node
+    placed: set[tuple[int, str, int]] = set()
+    for walk, names in nodes_of.items():
+        for node, gi in group_of_nodes(list(names), walk, spec).items():
+            if groups[gi].instance_size > 1:
+                placed.update((gi, node, r) for r in groups[gi].ranks)
+    first_on: dict[int, tuple[str, int]] = {}  # rank -> its first lockstep node, and whose
+    for gi, node, rank in sorted(placed):
+        held = first_on.setdefault(rank, (node, gi))
+        if held[0] != node:
+            other, oi = held
+            where = "this group" if oi == gi else groups[oi].path or f.join(groups_path, oi)
+            return Refusal(gi, "", (
+                f"rank {rank} would run two lockstep-parallel nodes: {other!r} (from {where}) "
+                f"and {node!r} (tp_size*sp_size = {groups[gi].instance_size}); mstar's worker "
+                f"allows at most one lockstep-parallel node per worker and refuses this at "
+                f"start-up: place them on different ranks, or one of them without tp_size/sp_size"))
+    return None
 
 
 def streaming_consumers(facts: Mapping[str, WalkFacts]) -> frozenset[str]:

@@ -25,7 +25,6 @@ from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
 from simharness.graph.ir import SPECIAL_DESTINATIONS, Edge, Node, iter_nodes
 from simharness.scenario import fields as f
-from simharness.scenario.lockstep import lockstep_notes
 from simharness.scenario.model import RequestKind, Scenario
 
 #: Above these a run is refused unless allowed: a few minutes of simulation and a few GB at most.
@@ -39,7 +38,6 @@ def validate(sc: Scenario, *, implicit_requests: bool, allow_large: bool = False
 
     Returns the notes for the user about what was accepted as mstar accepts it."""
     notes = check_walk_edges(sc)
-    notes.extend(lockstep_notes(sc.placement.node_groups, sc.walk_facts))
     check_cycles(sc)
     check_stream_edges(sc)
     check_inputs_are_sent(sc, implicit_requests)
