@@ -48,7 +48,7 @@ class Refusal(NamedTuple):
 def check_lockstep_groups(groups: Sequence[NodeGroup], facts: Mapping[str, WalkFacts],
                           groups_path: str) -> None:
     """Raise a `ScenarioError` at the first lockstep group mstar's conductor would refuse, or
-at the group that gives a rank a second lockstep-parallel node, which its worker refuses."""
+    at the group that gives a rank a second lockstep-parallel node, which its worker refuses."""
     nodes_of = {walk: wf.nodes.keys() for walk, wf in facts.items()}
     refusal = (first_refusal(groups, nodes_of, streaming_consumers(facts), groups_path)
                or second_lockstep_node(groups, nodes_of, groups_path))
