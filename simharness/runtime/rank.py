@@ -527,7 +527,8 @@ class RankRuntime:
         if plain and items is plan.outputs:
             # Most completions: the node's own outputs, each a plain edge into a node's slots,
             # routed by their flat plans (what the loop below does for them, with the
-            # questions it asks of each edge answered once).
+            # questions it asks of each edge answered once). The slot routing is written out
+            # here and below on purpose: a call per signal would cost what the plan saves.
             for name, dest, nbytes, origin, local, local_label, outs in plain:
                 seq += 1
                 sig = Signal(name, dest, False, False, nbytes, node, rank, walk, pass_no,
