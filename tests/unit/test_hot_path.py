@@ -1,7 +1,7 @@
 """What the simulation's fast paths must keep exactly as the plain version did: the order a
 peer's message lists its signals in, one door crossing for a whole inbox, routing worked out
-once per placement, the expect check's counts read from the forward log, and digests whatever
-the size of a digest block."""
+once per placement, a completion's own outputs routed by one flat plan, the expect check's
+counts read from the forward log, and digests whatever the size of a digest block."""
 
 from __future__ import annotations
 
@@ -67,6 +67,32 @@ def test_one_door_crossing_for_an_inbox_is_the_same_as_one_per_message(monkeypat
     single = run_scenario(sc, "mstar-rust-prefix", keep_trace=False)
     assert single.trace_digest == whole.trace_digest
     assert [v.to_json() for v in single.violations] == [v.to_json() for v in whole.violations]
+
+
+@pytest.mark.parametrize("name", ["bagel_cfg.yaml", "bagel_cfg_tp2.yaml", "cosmos3_tp2.yaml",
+                                  "qwen3omni_2gpu.yaml", "bagel_pd.yaml"])
+@pytest.mark.parametrize("runtime", ["mstar-python", "mstar-rust-prefix"])
+def test_a_completion_s_flat_plan_routes_as_the_edge_by_edge_loop(monkeypatch, name, runtime):
+    """`_Routes.plain_outputs` is the fast path of most completions; with it empty, every
+    completion is routed edge by edge, and the trace must be the same to the byte."""
+    from simharness.runtime.rank import _Routes
+
+    sc = load_scenario(SCENARIOS / name)
+    taken = []
+    plain_outputs = _Routes.plain_outputs
+
+    def counted(self, *args):
+        plans = plain_outputs(self, *args)
+        taken.append(bool(plans))
+        return plans
+
+    monkeypatch.setattr(_Routes, "plain_outputs", counted)
+    fast = run_scenario(sc, runtime, keep_trace=False)
+    assert any(taken)  # the fast path was there to take
+    monkeypatch.setattr(_Routes, "plain_outputs", lambda self, *args: ())
+    slow = run_scenario(sc, runtime, keep_trace=False)
+    assert slow.trace_digest == fast.trace_digest
+    assert [v.to_json() for v in slow.violations] == [v.to_json() for v in fast.violations]
 
 
 @pytest.mark.parametrize("runtime", ["mstar-python", "tests.quality.broken:OffByOneLoop"])
