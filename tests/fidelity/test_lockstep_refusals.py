@@ -1,10 +1,13 @@
-"""The loader refuses exactly the lockstep groups that mstar's own conductor refuses at start-up.
+"""The loader refuses exactly the lockstep groups that mstar's own conductor refuses at start-up,
+and the placements its workers refuse (more than one lockstep-parallel node on a worker).
 
 The oracle is mstar-ai's ``Conductor.__init__`` itself, run on mstar's own worker graphs
 (``Model.get_worker_graphs``, which divides every walk with mstar's code) and sharding config
 (``Model.get_sharding_config``), read from a config file written from the scenario's
 placement. Its checks come before anything is started: the test stops it at the next step (the
-pick of a port for NCCL), so a layout it gets that far with is one mstar accepts.
+pick of a port for NCCL), so a layout it gets that far with is one mstar accepts. For the
+workers' check it runs on to the launch of the workers, and each worker's check is asked of
+what the conductor would hand it (`worker_refusal`).
 
 A fuzz campaign found both refusals as failures the loader let through (`streams:passes` on a
 walk-scoped TP group with a streaming consumer, and the corpus' `streams-order-across-ranks`
@@ -47,6 +50,34 @@ def _conductor_module() -> Any:
 
 def conductor_refusal(raw: dict[str, Any], tmp: Path, monkeypatch: pytest.MonkeyPatch) -> str | None:
     """What mstar's Conductor raises at start-up for `raw`'s placement; None if it accepts it."""
+    return _start_up(raw, tmp, monkeypatch, workers=False)
+
+
+def worker_refusal(raw: dict[str, Any], tmp: Path, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """What mstar refuses of `raw`'s placement at start-up, its workers' check included: the
+    conductor runs on to the point where it would launch them, and each worker's check is asked
+    of what the conductor would hand that worker (its worker graphs and its parallel groups,
+    made by mstar's own code)."""
+    return _start_up(raw, tmp, monkeypatch, workers=True)
+
+
+def _worker_check(worker_id: str, worker_graphs: list[Any], parallel_groups: Any) -> None:
+    """The check at the top of mstar-ai's ``Worker.__init__`` (worker/worker.py, after
+    "v1: disallow multiple lockstep-scheduled nodes in the same worker"), on the conductor's
+    own objects: the worker's node names over all its worker graphs, and those whose lockstep
+    instance spans more than one rank. (``Worker.__init__`` itself starts a process group and
+    sockets before it gets there.)"""
+    node_names = set()
+    for wg in worker_graphs:
+        node_names.update(wg.section.get_nodes())
+    parallel = {n for n in node_names if parallel_groups.get_instance_world_size_for_node(n) > 1}
+    if len(parallel) > 1:
+        raise NotImplementedError(f"Multiple parallel nodes {parallel} found in worker {worker_id}; "
+                                  f"at most one lockstep-parallel node per worker")
+
+
+def _start_up(raw: dict[str, Any], tmp: Path, monkeypatch: pytest.MonkeyPatch, workers: bool
+              ) -> str | None:
     from mstar.distributed.base import ShardingConfig
     from mstar.model.base import Model
 
@@ -86,16 +117,26 @@ def conductor_refusal(raw: dict[str, Any], tmp: Path, monkeypatch: pytest.Monkey
     def stop() -> int:
         raise _Accepted
 
+    def launch(self: Any) -> None:
+        for worker_id in self.worker_ids:
+            _worker_check(worker_id, self._per_worker_graphs[worker_id],
+                          self.parallel_config.per_worker_config[worker_id])
+        raise _Accepted
+
     with monkeypatch.context() as m:
-        m.setattr(conductor, "_pick_free_tcp_port", stop)
+        if workers:
+            m.setattr(conductor, "_pick_free_tcp_port", lambda: 29500)
+            m.setattr(conductor.Conductor, "_launch_workers", launch)
+        else:
+            m.setattr(conductor, "_pick_free_tcp_port", stop)
         try:
             conductor.Conductor(ScenarioModel(Layout.build(sc)), str(cfg),
                                 socket_path_prefix=str(tmp / "sockets"))
         except _Accepted:
             return None
-        except (RuntimeError, AssertionError) as exc:
+        except (RuntimeError, AssertionError, NotImplementedError) as exc:
             return str(exc)
-    raise AssertionError("mstar's conductor returned from __init__ without reaching the port pick")
+    raise AssertionError("mstar's conductor returned from __init__ without reaching its stop")
 
 
 def our_refusal(raw: dict[str, Any]) -> str | None:
@@ -164,12 +205,48 @@ def test_the_same_layouts_mended_are_accepted_by_both(raw, tmp_path, monkeypatch
     assert our_refusal(raw) is None
 
 
+def _two_nodes(*groups: dict[str, Any], second_walk: bool = False) -> dict[str, Any]:
+    """a then b in walk w0 (and a alone in w1 when `second_walk`), placed by `groups`."""
+    walks: dict[str, Any] = {"w0": {"sequential": [
+        {"node": "a", "inputs": ["in0"], "outputs": [{"name": "y_a", "to": "b"}]},
+        {"node": "b", "inputs": ["y_a"], "outputs": [{"name": "y_b", "to": "client"}]}]}}
+    inputs = ["in0"]
+    if second_walk:
+        walks["w1"] = {"node": "a", "inputs": ["in1"], "outputs": [{"name": "z", "to": "client"}]}
+        inputs.append("in1")
+    return {"graph": {"walks": walks, "requests": {"k0": {"walks": sorted(walks), "inputs": inputs}}},
+            "placement": {"node_groups": list(groups)}, "workload": [{"request": "k0", "count": 1}]}
+
+
+_TP_A = {"node_names": ["a"], "ranks": [0, 1], "tp_size": 2}
+
+
+@pytest.mark.parametrize(("raw", "refused"), [
+    (_two_nodes({"node_names": ["a", "b"], "ranks": [0, 1], "tp_size": 2}), True),
+    (_two_nodes(_TP_A, {"node_names": ["b"], "ranks": [0, 1], "tp_size": 2}), True),
+    (_two_nodes(_TP_A, {"node_names": ["b"], "ranks": [2, 3, 0, 1], "tp_size": 2}), True),
+    (_two_nodes(_TP_A, {"node_names": ["b"], "ranks": [0, 1, 2, 3], "sp_size": 2, "tp_size": 2}), True),
+    (_two_nodes(_TP_A, {"node_names": ["b"], "ranks": [0]}), False),
+    (_two_nodes(_TP_A, {"node_names": ["b"], "ranks": [2, 3], "tp_size": 2}), False),
+    (_two_nodes({**_TP_A, "graph_walks": ["w0"]}, {**_TP_A, "graph_walks": ["w1"]},
+                {"node_names": ["b"], "ranks": [2]}, second_walk=True), False),
+])
+def test_what_mstar_s_workers_refuse_the_loader_refuses(raw, refused, tmp_path, monkeypatch):
+    theirs = worker_refusal(raw, tmp_path, monkeypatch)
+    ours = our_refusal(raw)
+    assert (theirs is not None) == refused, theirs
+    assert (ours is not None) == refused, ours
+    if refused:
+        assert "lockstep-parallel node per worker" in theirs
+        assert "mstar's worker allows at most one lockstep-parallel node per worker" in ours
+
+
 @pytest.mark.parametrize("path", sorted([*SCENARIOS.glob("*.yaml"), *SCENARIOS.glob("corpus/*.yaml")]),
                          ids=lambda p: p.stem)
 def test_every_shipped_scenario_and_corpus_case_is_one_mstar_accepts(path, tmp_path, monkeypatch):
     sc = load_scenario(path)
     if any(g.instance_size > 1 for g in sc.placement.node_groups):
-        assert conductor_refusal(sc.raw, tmp_path, monkeypatch) is None
+        assert worker_refusal(sc.raw, tmp_path, monkeypatch) is None
 
 
 @st.composite
@@ -199,9 +276,10 @@ def _with_an_extra_group(draw: Any) -> dict[str, Any]:
 @given(_with_an_extra_group())
 def test_generated_placements_are_refused_by_both_or_by_neither(tmp_path, monkeypatch, raw):
     ours = our_refusal(raw)
-    if ours is not None and "mstar's conductor refuses" not in ours:
+    if ours is not None and not any(w in ours for w in ("mstar's conductor refuses",
+                                                         "mstar's worker allows")):
         event("refused for another reason")
         return  # refused for another reason first (a node left unplaced, say): not this check's
-    theirs = conductor_refusal(raw, tmp_path, monkeypatch)
+    theirs = worker_refusal(raw, tmp_path, monkeypatch)
     event("accepted" if ours is None else "refused")
     assert (ours is None) == (theirs is None), (ours, theirs)
