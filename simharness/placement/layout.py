@@ -76,6 +76,14 @@ class Layout(Struct, frozen=True, dict=True):
         return {w: tuple(v) for w, v in out.items()}
 
     @cached_property
+    def by_partition(self) -> dict[str, tuple[WorkerGraph, ...]]:
+        """partition -> the worker graphs of its walks, in layout order."""
+        out: dict[str, list[WorkerGraph]] = {}
+        for wg in self.worker_graphs:
+            out.setdefault(wg.partition, []).append(wg)
+        return {p: tuple(v) for p, v in out.items()}
+
+    @cached_property
     def wg_of(self) -> dict[tuple[str, str], str]:
         """(walk, node) -> the worker graph that runs that node in that walk."""
         return {(wg.walk, n): wg.id for wg in self.worker_graphs for n in wg.node_names}
