@@ -70,18 +70,19 @@ class Layout(Struct, frozen=True, dict=True):
 
     @cached_property
     def by_walk(self) -> dict[str, tuple[WorkerGraph, ...]]:
-        out: dict[str, list[WorkerGraph]] = {}
-        for wg in self.worker_graphs:
-            out.setdefault(wg.walk, []).append(wg)
-        return {w: tuple(v) for w, v in out.items()}
+        """walk -> its worker graphs, in layout order."""
+        return self._grouped("walk")
 
     @cached_property
     def by_partition(self) -> dict[str, tuple[WorkerGraph, ...]]:
         """partition -> the worker graphs of its walks, in layout order."""
+        return self._grouped("partition")
+
+    def _grouped(self, attr: str) -> dict[str, tuple[WorkerGraph, ...]]:
         out: dict[str, list[WorkerGraph]] = {}
         for wg in self.worker_graphs:
-            out.setdefault(wg.partition, []).append(wg)
-        return {p: tuple(v) for p, v in out.items()}
+            out.setdefault(getattr(wg, attr), []).append(wg)
+        return {key: tuple(v) for key, v in out.items()}
 
     @cached_property
     def wg_of(self) -> dict[tuple[str, str], str]:
