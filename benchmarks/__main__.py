@@ -16,7 +16,10 @@ sizes it skips are said so). Figures:
 * fuzz examples per second (no target: a figure to compare over time);
 * a fresh ``simharness run scenarios/bagel_cfg.yaml`` process (target: under 0.4 s);
 * zmq backend message rates against bare pyzmq (target: within 3x), when pyzmq and torch are
-  installed.
+  installed;
+* with ``--instructions`` (needs valgrind; about a minute more): instructions per bagel_cfg
+  forward and per raw hop, and their ratio, which the host's drift does not move
+  (`benchmarks.instructions`).
 
 Ratios are measured side by side in one run, so they hold on a busy machine better than the
 absolute figures do; timings are best-of-N. This is a benchmark, never a test.
@@ -210,6 +213,21 @@ def startup(table: Table, repeat: int) -> None:
               seconds=best)
 
 
+def instruction_counts(table: Table) -> None:
+    from benchmarks import instructions
+
+    if not instructions.available():
+        table.add("instructions per forward", "skipped: valgrind is not installed")
+        return
+    hop = instructions.per_hop()
+    fwd = instructions.per_forward("mstar-python", 64)
+    table.add("instructions per raw simpy hop", f"{hop:,.0f}", "(the ceiling)", None, count=hop)
+    for what, label in (("digest", "checks and digest"), ("checks", "checks, no digest")):
+        table.add(f"instructions per forward, bagel_cfg x64, {label}",
+                  f"{fwd[what]:,.0f} ({hop / fwd[what]:.2f}x)", "(by instructions)", None,
+                  count=fwd[what], ratio=hop / fwd[what])
+
+
 def zmq_rates(table: Table, n: int) -> None:
     import importlib.util
 
@@ -231,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the growth plot goes (default reports/benchmarks/growth.png; "
                          "'' for none)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count instructions per forward and per hop (needs valgrind)")
     args = ap.parse_args(argv)
     quick = args.quick
     repeat = 2 if quick else 3
@@ -242,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     fuzz_rate(table, 50 if quick else 300)
     # 20,000 small messages last about 0.1 s on the backend: fewer would time process scheduling
     zmq_rates(table, 20_000 if quick else 50_000)
+    if args.instructions:
+        instruction_counts(table)
     missed = [r["figure"] for r in table.rows if r["verdict"] == "MISSED"]
     print(f"\n{len(table.rows)} figures, {len(missed)} missed" + (f": {'; '.join(missed)}" if missed else ""))
     if args.json:

@@ -1,0 +1,125 @@
+"""Instructions per simulated forward and per raw simpy hop, counted by valgrind's cachegrind.
+
+The clock on a shared machine drifts, and not evenly: a fast spell speeds a raw simpy hop up
+more than a forward (docs/performance.md). An instruction count does not move with the host, so
+a change to the hot path can be judged by it in one run, before and after, with no noise. Each
+figure is the count of a run minus the count of the same process that stops before the measured
+part (imports, the scenario read, one small warm-up run), divided by the forwards or hops.
+
+Run: ``python -m benchmarks.instructions [--requests N]`` (about a minute: each process runs
+some 50 times slower under valgrind); ``python -m benchmarks --instructions`` adds the figures
+to the full table. Needs ``valgrind`` on the PATH.
+
+cachegrind runs sha256 without the CPU's SHA instructions, so the digest's hashing counts
+several times what it costs on the machine: the figure with every check and the digest is an
+upper bound, and the one without the digest is given beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+#: hops of the raw simpy ping-pong that is counted
+HOPS = 100_000
+
+
+def available() -> bool:
+    return shutil.which("valgrind") is not None
+
+
+def _count(*args: str) -> int:
+    """Instructions of ``python -m benchmarks.instructions --child ARGS`` under cachegrind."""
+    # One hash seed for every process: string hashing decides how dicts and sets lay out, which
+    # moves a count by a few tenths of a percent from one process to the next.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    out = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+         sys.executable, "-m", "benchmarks.instructions", "--child", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    found = _REFS.search(out.stderr)
+    if found is None:
+        raise RuntimeError(f"cachegrind printed no instruction count:\n{out.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def per_forward(runtime: str, requests: int) -> dict[str, float]:
+    """Instructions per forward of a loaded bagel_cfg run with every check, with the digest
+    (``digest``) and without it (``checks``), and the run's ``forwards``."""
+    from benchmarks.probe import measure
+
+    base = _count("bagel", runtime, str(requests), "none")
+    n = measure(_scenario(requests), runtime)["forwards"]
+    return {"forwards": n,
+            **{what: (_count("bagel", runtime, str(requests), what) - base) / n
+               for what in ("checks", "digest")}}
+
+
+def per_hop() -> float:
+    return (_count("hops", str(HOPS)) - _count("hops", "0")) / HOPS
+
+
+def _scenario(requests: int):
+    from benchmarks.bench_sim import BAGEL
+    from simharness.scenario.loader import load_scenario
+
+    return load_scenario(BAGEL, [f"workload=[{{request: t2i, count: {requests}, concurrency: 16}}]"])
+
+
+def _child(args: list[str]) -> None:
+    """What one counted process runs: everything up to the measured part, then (unless told
+    ``none`` or 0) the measured part."""
+    if args[0] == "hops":
+        from benchmarks.bench_sim import simpy_hop_rate
+
+        if int(args[1]):
+            simpy_hop_rate(int(args[1]))
+        return
+    _, runtime, requests, what = args
+    from benchmarks.bench_sim import BAGEL
+    from simharness.engine.simulation import Simulation
+    from simharness.run import build_runtime, builtin_checks
+    from simharness.scenario.loader import load_scenario
+
+    sc = _scenario(int(requests))
+    small = load_scenario(BAGEL)  # the warm-up: every lazy import and first-use cache
+    Simulation(small, build_runtime(small, runtime), observers=builtin_checks(small),
+               keep_trace=False).run()
+    if what == "none":
+        return
+    Simulation(sc, build_runtime(sc, runtime), observers=builtin_checks(sc), keep_trace=False,
+               digest=what == "digest").run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.instructions",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=64, help="bagel_cfg requests (default 64)")
+    ap.add_argument("--runtime", default="mstar-python")
+    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(args.child)
+        return 0
+    if not available():
+        print("valgrind is not installed: no instruction counts", file=sys.stderr)
+        return 2
+    hop = per_hop()
+    fwd = per_forward(args.runtime, args.requests)
+    print(f"raw simpy hop                          {hop:10,.0f} instructions")
+    print(f"bagel_cfg forward, checks and digest   {fwd['digest']:10,.0f} instructions  "
+          f"({hop / fwd['digest']:.2f}x of a hop; {fwd['forwards']:,} forwards)")
+    print(f"bagel_cfg forward, checks, no digest   {fwd['checks']:10,.0f} instructions  "
+          f"({hop / fwd['checks']:.2f}x of a hop)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
