@@ -58,7 +58,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from simharness.scenario.lockstep import first_refusal, second_lockstep_node
+from simharness.scenario.lockstep import first_refusal
 from simharness.scenario.model import FAULT_MESSAGES, NodeGroup
 
 #: Messages every example's faults may target; ``stop_loops`` has a feature of its own.
@@ -612,8 +612,7 @@ def _as_mstar_accepts(groups: list[dict[str, Any]], per_walk: dict[str, list[str
         parsed = [NodeGroup(tuple(g["node_names"]), tuple(g["ranks"]),
                             tuple(g["graph_walks"]) if "graph_walks" in g else None,
                             g.get("tp_size", 1), g.get("sp_size", 1)) for g in groups]
-        refusal = (first_refusal(parsed, per_walk, consumers)
-                   or second_lockstep_node(parsed, per_walk))
+        refusal = first_refusal(parsed, per_walk, consumers)
         if refusal is None:
             return
         groups[refusal.group].pop("tp_size", None)

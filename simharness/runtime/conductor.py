@@ -314,12 +314,12 @@ class Conductor:
         self.emit(ev.PartitionDone(now, req.rid, ps.name, reason))
         assert req.assignment is not None
         sends = []
-        for (src, _edge), (conn, _consumer, _wgs) in self.layout.stream_routes.items():
-            if src != ps.name:
+        # Once per outgoing connection, to every worker of the consumer partition's worker
+        # graphs, not only the consumer's (mstar ``_send_producer_done``); a worker without the
+        # stream's buffer takes it as an edgeless INPUT_SIGNALS that changes nothing.
+        for conn in self.scenario.connections:
+            if conn.src != ps.name:
                 continue
-            # To every worker of the consumer partition's worker graphs, not only the
-            # consumer's (mstar ``_send_producer_done``); a worker without the stream's buffer
-            # takes it as an empty INPUT_SIGNALS that changes nothing.
             wgs = self.layout.by_partition.get(conn.dst, ())
             ranks = tuple(sorted({r for wg in wgs for r in req.assignment.wg_ranks[wg.id]}))
             self.emit(ev.ProducerDoneSent(now, req.rid, ps.name, ranks))

@@ -47,11 +47,9 @@ class Refusal(NamedTuple):
 
 def check_lockstep_groups(groups: Sequence[NodeGroup], facts: Mapping[str, WalkFacts],
                           groups_path: str) -> None:
-    """Raise a `ScenarioError` at the first lockstep group mstar's conductor would refuse, or
-    at the group that gives a rank a second lockstep-parallel node, which its worker refuses."""
+    """Raise a `ScenarioError` at the `first_refusal`."""
     nodes_of = {walk: wf.nodes.keys() for walk, wf in facts.items()}
-    refusal = (first_refusal(groups, nodes_of, streaming_consumers(facts), groups_path)
-               or second_lockstep_node(groups, nodes_of, groups_path))
+    refusal = first_refusal(groups, nodes_of, streaming_consumers(facts), groups_path)
     if refusal is not None:
         path = groups[refusal.group].path or f.join(groups_path, refusal.group)
         raise ScenarioError(f.join(path, refusal.key) if refusal.key else path, refusal.message)
@@ -59,8 +57,18 @@ def check_lockstep_groups(groups: Sequence[NodeGroup], facts: Mapping[str, WalkF
 
 def first_refusal(groups: Sequence[NodeGroup], nodes_of: Mapping[str, Collection[str]],
                   consumers: Collection[str], groups_path: str = "node_groups") -> Refusal | None:
-    """The first lockstep group of `groups` that mstar's conductor refuses, given each walk's
-    node names (`nodes_of`) and the streaming consumers; None when it accepts them all."""
+    """What mstar refuses first of `groups` at start-up, given each walk's node names
+    (`nodes_of`) and the streaming consumers: a lockstep group its conductor refuses, else the
+    group that gives a rank a second lockstep-parallel node, which that rank's worker refuses
+    (`second_lockstep_node`); None when mstar accepts them all. The loader and the generator
+    both ask this, so a rule added here holds for both."""
+    return (_conductor_refusal(groups, nodes_of, consumers, groups_path)
+            or second_lockstep_node(groups, nodes_of, groups_path))
+
+
+def _conductor_refusal(groups: Sequence[NodeGroup], nodes_of: Mapping[str, Collection[str]],
+                       consumers: Collection[str], groups_path: str) -> Refusal | None:
+    """The first lockstep group of `groups` that mstar's conductor refuses."""
     spec = [(g.node_names, g.graph_walks) for g in groups]
     for i, g in enumerate(groups):
         if g.instance_size == 1:
