@@ -524,50 +524,43 @@ class RankRuntime:
         plain = routes.plain
         if plain is None:
             plain = routes.plain = routes.plain_outputs(self._payloads, self._default_payload)
-        if plain and items is plan.outputs:
-            # Most completions: the node's own outputs, each a plain edge into a node's slots,
-            # routed by their flat plans (what the loop below does for them, with the
-            # questions it asks of each edge answered once). The slot routing is written out
-            # here and below on purpose: a call per signal would cost what the plan saves.
-            for name, dest, nbytes, origin, local, local_label, outs in plain:
+        # Most completions route the node's own outputs, each a plain edge into a node's
+        # slots: by their flat plans, with the questions the edge-by-edge path asks of each
+        # edge (its plan, persist, new token, stream or endpoint) answered once.
+        flat = bool(plain) and items is plan.outputs
+        for item in plain if flat else items:
+            if flat:
+                name, dest, nbytes, origin, local, local_label, outs = item
                 seq += 1
                 sig = Signal(name, dest, False, False, nbytes, node, rank, walk, pass_no,
                              counter, origin, seq, False)
-                if local is not None:
-                    if req.states[local].ingest(sig) is REJECTED:
-                        done.to_ranks.setdefault(rank, []).append(sig)
-                        add_route((sig, self._rank_label[rank]))
-                    else:
-                        add_route((sig, local_label))
-                if outs:
-                    externals.append((sig, outs))
-            items = ()
-        for item in items:
-            if type(item) is Edge:
-                ep = edge_plans.get(id(item)) or routes.edge(item, self._payloads, self._default_payload)
-                name, dest, persist, new_token, nbytes, origin, stream, target = ep
-                seq += 1
-                sig = Signal(name, dest, persist, new_token, nbytes, node, rank, walk, pass_no,
-                             counter, origin, seq, stream)
-            else:  # a loop's saved external input, routed again at the next iteration
-                sig = item
-                dest, persist, new_token, stream = sig.dest, sig.persist, sig.new_token, sig.stream
-                target = routes.target(dest, stream)
-            if new_token:
-                done.new_tokens += 1
-            if persist:
-                # Every rank of a TP instance persists its own copy (the conductor keeps all).
-                done.add("to_conductor", sig)
-                add_route((sig, CONDUCTOR))
-            kind, local, local_label, outs = target
-            if kind:
-                if tp == 0:
-                    if kind == _STREAM:  # only the instance's rank 0 streams
-                        self._route_stream(done, req, sig, part)
-                    elif dest == CLIENT:  # only the instance's rank 0 emits
-                        done.add("to_client", sig)
-                        add_route((sig, CLIENT))
-                continue
+            else:
+                if type(item) is Edge:
+                    ep = edge_plans.get(id(item)) or routes.edge(item, self._payloads,
+                                                                 self._default_payload)
+                    name, dest, persist, new_token, nbytes, origin, stream, target = ep
+                    seq += 1
+                    sig = Signal(name, dest, persist, new_token, nbytes, node, rank, walk,
+                                 pass_no, counter, origin, seq, stream)
+                else:  # a loop's saved external input, routed again at the next iteration
+                    sig = item
+                    dest, persist, new_token, stream = sig.dest, sig.persist, sig.new_token, sig.stream
+                    target = routes.target(dest, stream)
+                if new_token:
+                    done.new_tokens += 1
+                if persist:
+                    # Every rank of a TP instance persists its own copy (the conductor keeps all).
+                    done.add("to_conductor", sig)
+                    add_route((sig, CONDUCTOR))
+                kind, local, local_label, outs = target
+                if kind:
+                    if tp == 0:
+                        if kind == _STREAM:  # only the instance's rank 0 streams
+                            self._route_stream(done, req, sig, part)
+                        elif dest == CLIENT:  # only the instance's rank 0 emits
+                            done.add("to_client", sig)
+                            add_route((sig, CLIENT))
+                    continue
             if local is not None:
                 if req.states[local].ingest(sig) is REJECTED:
                     # mstar sends a refused local edge to itself over the message path.
