@@ -5,9 +5,9 @@ starts when the link is free, takes ``bytes / bandwidth`` to transmit and ``late
 Arrival times on one link therefore never decrease, which gives mstar's only ordering guarantee
 (FIFO per sender-receiver pair, reference/mstar_semantics.md section 7.1); messages on different
 links may overtake each other. Delivery is a `Tick` that carries the message, scheduled on the
-simpy environment, whose one callback is the receiver's handler: ``deliver(tick)``, which reads
-``tick.msg`` (the callbacks are one tuple per handler, made once: an arrival allocates nothing
-but its `Tick`).
+simpy environment, whose one callback is the receiving endpoint's handler (`Network.connect`):
+``deliver(tick)``, which reads ``tick.msg`` (the callbacks are one tuple per endpoint, made once:
+an arrival allocates nothing but its `Tick`).
 
 With a perturbation plan (`simharness.engine.faults`) a message may get extra latency, arrive
 twice or not at all; it still never overtakes an earlier message of its link.
@@ -16,7 +16,7 @@ twice or not at all; it still never overtakes an earlier message of its link.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ import simpy
 from simpy.events import NORMAL
 
 from simharness.engine.tick import Tick
+from simharness.runtime.messages import Send
 
 if TYPE_CHECKING:
     from simharness.engine.faults import Perturbations
@@ -48,36 +49,47 @@ class Network:
         #: the perturbation plan, or None
         self.faults = faults
         self._last_arrival: dict[tuple[int, int], float] = {}
-        #: handler -> the callbacks of its arrivals, ``(handler,)``
-        self._callbacks: dict[Callable[[Tick], None], tuple[Callable[[Tick], None]]] = {}
+        #: endpoint -> the callbacks of its arrivals, ``(handler,)`` (`connect`)
+        self._callbacks: dict[int, tuple[Callable[[Tick], None]]] = {}
 
-    def send(self, src: int, dst: int, payload_bytes: int, deliver: Callable[[Tick], None],
-             msg: Any, now: float | None = None) -> float:
-        """Schedule `deliver(tick)` at the arrival time, `tick.msg` being `msg`; return that
-        time. `now`: the current time, when the caller has it at hand."""
-        env = self.env
-        if now is None:
-            now = env.now
-        key = (src, dst)
-        start = self._free_at.get(key, 0.0)
-        if start < now:
-            start = now
-        end = start + (payload_bytes + CONTROL_BYTES) / self.bandwidth
-        self._free_at[key] = end
-        arrival = end + self.latency
-        callbacks = self._callbacks.get(deliver)
-        if callbacks is None:
-            callbacks = self._callbacks[deliver] = (deliver,)
-        if self.faults is not None:
-            return self._send_perturbed(key, src, dst, arrival, callbacks, msg)
-        heappush(self._queue, (now + (arrival - now), NORMAL, next(self._eid), Tick(callbacks, msg)))
+    def connect(self, endpoint: int, deliver: Callable[[Tick], None]) -> None:
+        """Messages to `endpoint` are handed to ``deliver(tick)`` on arrival (`tick.msg`)."""
+        self._callbacks[endpoint] = (deliver,)
+
+    def send(self, src: int, dst: int, payload_bytes: int, msg: Any, now: float | None = None) -> float:
+        """One message: `send_all` of it alone. Returns its arrival time."""
+        return self.send_all(src, (Send(dst, payload_bytes, msg),), self.env.now if now is None else now)
+
+    def send_all(self, src: int, sends: Iterable[Send], now: float) -> float:
+        """Schedule each `Send`'s arrival at its connected endpoint, in order (a send that names
+        its own ``src``, a KV pull, leaves from there); `now` is the current time. Returns the
+        last arrival time (0.0 for none).
+
+        The hot path of every message: the link arithmetic is written out here rather than
+        called per message (a message is one link's FIFO slot, then latency)."""
+        free_at, bandwidth, latency = self._free_at, self.bandwidth, self.latency
+        callbacks, queue, eid = self._callbacks, self._queue, self._eid
+        faults = self.faults
+        arrival = 0.0
+        for s in sends:
+            key = (src if s.src is None else s.src, s.dst)
+            start = free_at.get(key, 0.0)
+            if start < now:
+                start = now
+            end = start + (s.nbytes + CONTROL_BYTES) / bandwidth
+            free_at[key] = end
+            arrival = end + latency
+            if faults is not None:
+                arrival = self._send_perturbed(key, arrival, callbacks[s.dst], s.msg, now)
+                continue
+            heappush(queue, (now + (arrival - now), NORMAL, next(eid), Tick(callbacks[s.dst], s.msg)))
         return arrival
 
-    def _send_perturbed(self, key: tuple[int, int], src: int, dst: int, arrival: float,
-                        callbacks: tuple[Callable[[Tick], None]], msg: Any) -> float:
+    def _send_perturbed(self, key: tuple[int, int], arrival: float,
+                        callbacks: tuple[Callable[[Tick], None]], msg: Any, now: float) -> float:
+        src, dst = key
         copies, extra = self.faults.on_send(src, dst, msg)
         arrival += extra
-        now = self.env.now
         last = self._last_arrival.get(key, 0.0)
         if arrival < last:
             arrival = last  # FIFO per link: never overtake an earlier message

@@ -131,10 +131,10 @@ class Simulation:
         if self.faults is not None and self.faults.shuffle_ties:
             for w in self.workers:
                 w.loop.scheduler.tie_break = self.faults.tie_break
-        #: endpoint -> its message handler
-        self._handlers: dict[int, Any] = {w.rank: w.deliver for w in self.workers}
-        self._handlers[CONDUCTOR_ID] = self._conductor_deliver
-        self._handlers[CLIENT_ID] = self._client_deliver
+        for w in self.workers:
+            self.network.connect(w.rank, w.deliver)
+        self.network.connect(CONDUCTOR_ID, self._conductor_deliver)
+        self.network.connect(CLIENT_ID, self._client_deliver)
         #: (instance, leader batch number) -> [ranks arrived, the event that fires when all have]
         self._collectives: dict[tuple[tuple[int, ...], int], list[Any]] = {}
 
@@ -161,11 +161,7 @@ class Simulation:
         return self.env.now
 
     def send_all(self, src: int, sends: list[Send]) -> None:
-        net_send = self.network.send
-        handlers = self._handlers
-        now = self.env._now
-        for s in sends:
-            net_send(src if s.src is None else s.src, s.dst, s.nbytes, handlers[s.dst], s.msg, now)
+        self.network.send_all(src, sends, self.env._now)
 
     def _conduct(self, stimulus: Any) -> None:
         eff = self.conductor.handle_stimulus(stimulus, self.env.now)
@@ -333,7 +329,7 @@ class SimWorker:
         self.stopped = False
         self._duration_of = sim.fake_nodes.duration
         self._emit_all = sim.recorder.emit_all
-        self._send_all = sim.send_all
+        self._send_all = sim.network.send_all
         faults = sim.faults
         self._faults = faults
         self._shuffle = faults is not None and faults.shuffle_ties
@@ -361,7 +357,7 @@ class SimWorker:
         if effects.events:
             self._emit_all(effects.events)
         if effects.sends:
-            self._send_all(self.rank, effects.sends)
+            self._send_all(self.rank, effects.sends, self.env._now)
 
     def chosen(self, batch: Batch | None) -> None:
         pass

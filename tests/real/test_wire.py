@@ -90,18 +90,19 @@ def test_every_message_of_a_simulated_run_round_trips_exactly(path, monkeypatch)
     run of each shipped scenario, under each reference profile, comes back exactly (a field
     holding a list where its annotation says tuple would come back changed, and one holding a
     value of another type would be refused by the receiver)."""
-    from simharness.engine.simulation import Simulation
+    from simharness.engine.network import Network
     from simharness.run import run_scenario
     from simharness.scenario.loader import load_scenario
 
     sent: list = []
-    original = Simulation.send_all
+    original = Network.send_all
 
-    def record(self, src, sends):
+    def record(self, src, sends, now):
+        sends = list(sends)
         sent.extend(s.msg for s in sends)
-        return original(self, src, sends)
+        return original(self, src, sends, now)
 
-    monkeypatch.setattr(Simulation, "send_all", record)
+    monkeypatch.setattr(Network, "send_all", record)
     codec = Codec()
     sc = load_scenario(path)
     kinds = set()

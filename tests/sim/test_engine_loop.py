@@ -83,7 +83,7 @@ def test_a_process_waits_on_a_tick_and_resumes_with_none():
 
 
 def test_an_arrival_is_queued_as_environment_schedule_queues_it():
-    """`Network.send` pushes its arrival onto simpy's queue itself (no `schedule` call per
+    """`Network.send_all` pushes its arrival onto simpy's queue itself (no `schedule` call per
     message): the entry is the one ``Environment.schedule`` makes for the same delay, time,
     priority and event counter alike, so a simpy whose queue entries change shape fails here
     and not as a moved digest."""
@@ -101,8 +101,9 @@ def test_an_arrival_is_queued_as_environment_schedule_queues_it():
 
     def by_network(env):
         net = Network(env, 10e-6, 1e9)
+        net.connect(1, lambda tick: None)
         for n in (0, 4096, 1 << 20):
-            delays.append(net.send(0, 1, n, lambda tick: None, "m", env.now) - env.now)
+            delays.append(net.send(0, 1, n, "m", env.now) - env.now)
 
     ours = queue_after(by_network)
     theirs = queue_after(lambda env: [env.schedule(Tick((print,)), NORMAL, d) for d in delays])

@@ -34,12 +34,13 @@ def _deliveries(sends: list[tuple[float, float]]) -> list[int]:
     net = Network(env, latency_s=0.0, bandwidth_bytes_per_s=float("inf"),
                   faults=_Extra([extra for _, extra in sends]))
     got: list[int] = []
+    net.connect(1, lambda tick: got.append(tick.msg))
 
     def sender():
         for i, (at, _) in enumerate(sends):
             if at > env.now:
                 yield env.timeout(at - env.now)
-            net.send(0, 1, 0, lambda tick: got.append(tick.msg), i)
+            net.send(0, 1, 0, i)
 
     env.process(sender())
     env.run()
