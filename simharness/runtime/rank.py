@@ -308,6 +308,12 @@ class RankRuntime:
         #: each distinct placement of the requests admitted here -> its number (a few per run:
         #: one per combination of replicas chosen)
         self._placements: dict[tuple[tuple[int, ...], ...], int] = {}
+        #: what the scheduler scans for ready nodes: (rid, state) for each state of each
+        #: request's `RequestState.scan`, requests in admission order. Built when first asked
+        #: for after a request came, went or changed walk (None until then): the scheduler asks
+        #: several times per request for each such change, and one flat list spares it a loop
+        #: per request at every ask.
+        self._scan: list[tuple[str, GraphState]] | None = None
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -338,6 +344,7 @@ class RankRuntime:
         if req.current.get(part) != (walk, pass_no):
             if part not in req.current or req.current[part][0] != walk:
                 req.show_walk(part, walk)
+                self._scan = None
             if part in req.current and req.current[part][1] != pass_no:
                 req.stopped[part] = set()  # a new pass starts with no loop stopped
             req.current[part] = (walk, pass_no)
@@ -397,6 +404,7 @@ class RankRuntime:
     def remove(self, rid: str) -> list[Held]:
         """Tear the request down; return what it still held (nothing, in a correct run)."""
         req = self.requests.pop(rid)
+        self._scan = None
         return [Held(wg_id, node, slot, sig)
                 for wg_id, st in req.states.items()
                 for node, slot, sig in st.held()]
@@ -427,11 +435,17 @@ class RankRuntime:
 
     # -- scheduling ---------------------------------------------------------------------------
 
+    def _scanned(self) -> list[tuple[str, GraphState]]:
+        """The scheduler's scan (`_scan`), built again if it is out of date."""
+        scan = self._scan
+        if scan is None:
+            scan = self._scan = [(rid, st) for rid, req in self.requests.items() for st in req.scan]
+        return scan
+
     def ready_work(self) -> Iterable[tuple[str, str, str, GraphState]]:
         """(node, walk, rid, state) for every ready node, requests in admission order (a list:
         built in one comprehension, cheaper than a generator resumed per item)."""
-        return [(node, st.spec.walk, rid, st)
-                for rid, req in self.requests.items() for st in req.scan if st.ready
+        return [(node, st.spec.walk, rid, st) for rid, st in self._scanned() if st.ready
                 for node in st.ready]
 
     def ready_groups(self) -> dict[tuple[str, str], list[tuple[str, GraphState]]]:
@@ -439,16 +453,16 @@ class RankRuntime:
         (rid, state) in `ready_work`'s order, groups in the order of their first ready node.
         Built here in one pass, without a 4-tuple per ready node."""
         groups: dict[tuple[str, str], list[tuple[str, GraphState]]] = {}
-        for rid, req in self.requests.items():
-            for st in req.scan:
-                if st.ready:
-                    walk = st.spec.walk
-                    for node in st.ready:
-                        group = groups.get((node, walk))
-                        if group is None:
-                            groups[(node, walk)] = [(rid, st)]
-                        else:
-                            group.append((rid, st))
+        for rid_st in self._scan or self._scanned():
+            st = rid_st[1]
+            if st.ready:
+                walk = st.spec.walk
+                for node in st.ready:
+                    group = groups.get((node, walk))
+                    if group is None:
+                        groups[(node, walk)] = [rid_st]
+                    else:
+                        group.append(rid_st)
         return groups
 
     def state_of(self, rid: str, walk: str, node: str) -> GraphState | None:
