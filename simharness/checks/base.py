@@ -44,6 +44,14 @@ class Violation:
                 self.rank if self.rank is not None else -1)
 
 
+def renamed(found: Iterable[Violation], rid: str) -> list[Violation]:
+    """`found`, violations of one request, as they read for request `rid` instead: for a check
+    that judges a request which ran exactly as an earlier one once (its messages do not name
+    the request). Each is a new record with a copy of its details."""
+    return [Violation(v.check, v.message, v.walk, v.node, v.rank, rid, dict(v.details))
+            for v in found]
+
+
 @dataclass
 class RunContext:
     """What a check may consult at the end of a run besides the events it observed."""

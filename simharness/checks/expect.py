@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, rid_order
+from simharness.checks.base import RunContext, Violation, renamed, rid_order
 from simharness.checks.forwards import ForwardLog
 from simharness.ridmap import RidMap, names_in_order
 from simharness.scenario.model import Scenario
@@ -70,10 +70,21 @@ class ExpectCheck:
         expect = ctx.scenario.expect
         if not (expect.forwards_per_request or expect.per_request_kind):
             return out  # nothing expected: no request's counts to read
+        #: (admission, forwards) of each completed request judged, by identity (both interned:
+        #: requests that ran alike share them) -> what was found, for a request that ran alike
+        judged: dict[tuple[int, int], list[Violation]] = {}
         for rid in names_in_order([self.admitted], rid_order):
             if ctx.outcomes.get(rid) != "completed":
                 continue
-            request_kind, walks, placement_items = self.admitted[rid]
+            facts = self.admitted[rid]
+            frozen = self._log.frozen(rid) if self._log is not None else self._frozen.get(rid)
+            alike = None if frozen is None else (id(facts), id(frozen))
+            found = judged.get(alike) if alike is not None else None
+            if found is not None:
+                out.extend(renamed(found, rid))
+                continue
+            first = len(out)
+            request_kind, walks, placement_items = facts
             placement = dict(placement_items)
             counts = self.counts_of(rid)
             # walk -> node -> (count, the expect key it came from); a kind's own count wins
@@ -96,4 +107,6 @@ class ExpectCheck:
                                 f"({key}), got {got} on rank {rank}",
                                 walk=walk, node=node, rank=rank, request=rid,
                                 details={"count": got, "expected": n}))
+            if alike is not None:
+                judged[alike] = out[first:]
         return out

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, counters_text, rid_order
+from simharness.checks.base import RunContext, Violation, counters_text, renamed, rid_order
 from simharness.ridmap import RidMap, names_in_order
 from simharness.rng import draw_stop
 
@@ -73,9 +73,11 @@ class ForwardLog:
         return log
 
     def frozen(self, rid: str) -> tuple[tuple[Place, tuple[tuple[int, int | None], ...]], ...] | None:
-        """A closed request's forwards: the interned tuple (shared by every request that ran
-        alike); None while the request is open."""
-        return None if rid in self._open else self._closed.get(rid)
+        """A request's forwards as the interned tuple that requests which ran alike share (None
+        if it ran none), closing its log first if it is open: for judging once the run is over
+        (a request's stray forwards after its end reopen its log)."""
+        self.close(rid)
+        return self._closed.get(rid)
 
     def tables(self) -> tuple[RidMap[Any], dict[str, Log]]:
         """The finished requests' table and the open ones' (for `names_in_order`)."""
@@ -233,18 +235,21 @@ class ForwardsCheck:
     def finish(self, ctx: RunContext) -> list[Violation]:
         # Request by request, so that the whole run's forwards are never expanded at once.
         out: list[Violation] = []
-        #: `_alike` of each request found clean: a request that ran as one of them did is clean
-        clean: set[tuple[int, int, int, int, str | None]] = set()
+        #: `_alike` of each request judged -> what was found: a request that ran as one of them
+        #: did gets the same violations, under its own name (no message names the request)
+        judged: dict[tuple[int, int, int, int, str | None], list[Violation]] = {}
         for rid in self._rids():
             alike = self._alike(ctx, rid)
-            if alike is not None and alike in clean:
+            found = judged.get(alike) if alike is not None else None
+            if found is not None:
+                out.extend(renamed(found, rid))
                 continue
             expected, totals = self.expected(ctx, rid)
             observed = self._observed(rid)
             keys = set(expected) | set(observed)
             found = self._compare(ctx, sorted(keys), expected, totals, observed)
-            if alike is not None and not found:
-                clean.add(alike)
+            if alike is not None:
+                judged[alike] = found
             out.extend(found)
         return out
 
@@ -253,15 +258,15 @@ class ForwardsCheck:
         admission, walks started and passes done (each an interned value, so requests that ran
         alike share them: their identities stand for them) and its outcome. None when something
         particular to the request enters the verdict too: a loop length drawn for it (a
-        dynamic stop), a discarded speculative forward, or a request not closed."""
-        if self.overshoots:
-            return None
-        log = self.log.frozen(rid)
+        dynamic stop), a discarded speculative forward, or a request that never ended."""
         admitted = self.admitted.get(rid)
         started = self.started.get(rid)
         done = self.passes_done.get(rid)
-        if (log is None or admitted is None or type(started) is not tuple
+        if (self.overshoots or admitted is None or type(started) is not tuple
                 or type(done) is not frozenset or ctx.scenario.requests[admitted[0]].stops):
+            return None
+        log = self.log.frozen(rid)
+        if log is None:
             return None
         return id(log), id(admitted), id(started), id(done), ctx.outcomes.get(rid)
 

@@ -69,3 +69,28 @@ def test_a_request_with_one_forward_missing_is_judged_on_its_own():
                  if type(e) is ev.Forward and e.rid == ODD and e.node == "LLM_cfg_img")
     found = _judge(sc, result, result.events[:first] + result.events[first + 1:])
     assert {(v.request, v.node) for v in found} == {(ODD, "LLM_cfg_img")}
+
+
+def test_requests_that_ran_alike_get_the_violations_each_would_get_judged_alone(monkeypatch):
+    # Under the pre-fix Rust profile every request runs the same stray pass: each is judged
+    # once for all, and each must still get its own violations, named for it.
+    from simharness.checks.forwards import ForwardLog
+
+    sc = load_scenario(SCENARIOS / "bagel_cfg.yaml")
+    compared = []
+    compare = ForwardsCheck._compare
+
+    def counted(self, ctx, keys, *rest):
+        compared.append(keys[0][3])
+        return compare(self, ctx, keys, *rest)
+
+    monkeypatch.setattr(ForwardsCheck, "_compare", counted)
+    result, shared = simulate(sc, "mstar-rust-prefix")
+    assert {"forwards", "expect"} <= {v.check for v in shared}
+    assert len(compared) < len(result.outcomes), "no request was judged as another one was"
+    monkeypatch.setattr(ForwardsCheck, "_alike", lambda self, ctx, rid: None)
+    monkeypatch.setattr(ForwardLog, "frozen", lambda self, rid: None)  # expect's likeness
+    _, alone = simulate(sc, "mstar-rust-prefix")
+    assert [v.to_json() for v in shared] == [v.to_json() for v in alone]
+    per_request = {v.request for v in shared if v.check == "forwards"}
+    assert per_request == {f"r{i}" for i in range(7)}
