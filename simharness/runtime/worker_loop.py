@@ -177,10 +177,13 @@ class WorkerLoop:
         """Handle one message; what it sends is appended to `sends`."""
         runtime = self.runtime
         if isinstance(msg, InputSignals):  # most messages: the first question asked
-            if self._known(msg, now):
-                if msg.kv is not None:
-                    self.kv.learn(self.records[msg.rid], msg.kv)
-                self._ingest(msg.rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
+            rid = msg.rid
+            if rid not in runtime.requests:  # `_known`'s question, asked here for most messages
+                self.teardown.hold(msg, now)
+                return
+            if msg.kv is not None:
+                self.kv.learn(self.records[rid], msg.kv)
+            self._ingest(rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
             return
         if isinstance(msg, ScheduleTp):
             self.lockstep.follow.append(msg)
