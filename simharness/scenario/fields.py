@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -163,11 +164,14 @@ _SPACE = re.compile(r"\s")
 
 
 def name(value: Any, path: str, what: str = "a name") -> str:
-    """A non-empty identifier-like string (node, walk, signal, loop and request names)."""
+    """A non-empty identifier-like string (node, walk, signal, loop and request names),
+    interned: each name read in several places of a scenario (a node named by its section, by
+    the edges into it and by its node group) is then one object, so that the simulation's many
+    lookups by name find it by identity, without comparing the text."""
     if not isinstance(value, str) or not value or _SPACE.search(value):
         raise ScenarioError(path, f"expected {what} (a non-empty string without spaces), "
                                   f"got {describe(value)}")
-    return value
+    return sys.intern(value)
 
 
 def name_list(value: Any, path: str, what: str = "names", *, non_empty: bool = False) -> tuple[str, ...]:
