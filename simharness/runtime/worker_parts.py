@@ -311,13 +311,12 @@ class Reports:
 
     def __init__(self, loop: WorkerLoop) -> None:
         self.loop = loop
+        self.rank = loop.rank
 
     def route(self, c: Completion, label: str | None, now: float, sends: list[Send]) -> None:
         """Append the sends of one completion to `sends`, and its report when it completed
         worker graphs."""
-        loop = self.loop
-        rank = loop.rank
-        rec = loop.records[c.rid]
+        rank = self.rank
         to_ranks = c.to_ranks
         if to_ranks:
             rid, walk, pass_no = c.rid, c.walk, c.pass_no
@@ -328,6 +327,11 @@ class Reports:
                     nbytes += s.nbytes
                 # (positional: a Struct takes them faster than keywords, once per message)
                 sends.append(Send(r, nbytes, InputSignals(rid, walk, pass_no, sigs, rank)))
+        if not (c.to_conductor or c.to_client or c.new_tokens or c.stream_local or c.partition_done
+                or c.completed_wgs):
+            return  # most completions: nothing to buffer for a report, nothing to report
+        loop = self.loop
+        rec = loop.records[c.rid]
         if c.to_conductor:
             rec.persist.extend(c.to_conductor)
         if c.to_client:
