@@ -257,8 +257,7 @@ class Simulation:
         # conductor is asked again only once the next event lies beyond it.
         horizon = -INF
         while True:
-            t = queue[0][0] if queue else INF
-            if t == INF:
+            if not queue:
                 # Nothing left to happen: whatever has not ended never will.
                 unfinished = conductor.unfinished()
                 if not unfinished:
@@ -266,6 +265,7 @@ class Simulation:
                 self.stalls.stall(QUIESCENCE, self.positions(unfinished))
                 horizon = -INF
                 continue
+            t = queue[0][0]
             if t > horizon:
                 deadline = conductor.next_deadline()
                 if deadline is not None and deadline[0] < t:
