@@ -236,10 +236,13 @@ def zmq_rates(table: Table, n: int) -> None:
         return
     from benchmarks.bench_real import rates
 
-    for label, ours, bare, size in rates(n):
+    for label, ours, bare, size, turns in rates(n):
+        # As for the forward rates: the verdict is best over best, each turn's own ratio beside it
         ratio = bare / ours
-        table.add(f"zmq {label} ({size:,} B)", f"{ours:,.0f}/s ({ratio:.1f}x)", "within 3x bare",
-                  ratio <= 3, rate=ours, bare=bare, ratio=ratio)
+        table.add(f"zmq {label} ({size:,} B)",
+                  f"{ours:,.0f}/s ({ratio:.1f}x; median {statistics.median(turns):.1f}x)",
+                  "within 3x bare", ratio <= 3, rate=ours, bare=bare, ratio=ratio,
+                  median_ratio=statistics.median(turns), turn_ratios=turns)
 
 
 def main(argv: list[str] | None = None) -> int:
