@@ -1,6 +1,6 @@
-"""The zmq figures of `python -m benchmarks` keep their shape: both message shapes measured on
-the backend and on bare pyzmq, each turn's ratio kept beside the best-over-best verdict. No rate
-is asserted (speed lives in the benchmark)."""
+"""The zmq figures of `python -m benchmarks`: both message shapes measured on the backend and on
+bare pyzmq, the verdict best over best, each turn's own ratio kept beside it. No rate is asserted
+(speed lives in the benchmark)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from benchmarks import bench_real
 from benchmarks.__main__ import Table, zmq_rates
 
 pytestmark = pytest.mark.zmq
@@ -23,14 +24,28 @@ def resource_tracker_running():
     resource_tracker.ensure_running()
 
 
-def test_zmq_rates_report_every_turn_beside_the_verdict(resource_tracker_running, no_orphans):
+def test_zmq_rates_measure_both_shapes_and_leave_no_process(resource_tracker_running, no_orphans):
     table = Table()
     zmq_rates(table, 400)
     assert [r["figure"].split(" (")[0] for r in table.rows] == [
         "zmq signal-only INPUT_SIGNALS", "zmq INPUT_SIGNALS + 512 KiB tensor"]
     for r in table.rows:
         assert r["rate"] > 0 and r["bare"] > 0
-        assert math.isclose(r["ratio"], r["bare"] / r["rate"])
-        assert r["verdict"] == ("met" if r["ratio"] <= 3 else "MISSED")
         assert len(r["turn_ratios"]) == 3
-        assert min(r["turn_ratios"]) <= r["median_ratio"] <= max(r["turn_ratios"])
+
+
+def test_the_verdict_is_best_over_best_and_each_turn_keeps_its_own_ratio(monkeypatch):
+    # Scripted turns, the same for both shapes: bare 100, 300, 200 and backend 50, 60, 100 give
+    # turns of 2x, 5x and 2x; best over best is 300 / 100 = 3x, which meets the target although
+    # one turn read 5x.
+    bare, ours = iter([100.0, 300.0, 200.0] * 2), iter([50.0, 60.0, 100.0] * 2)
+    monkeypatch.setattr(bench_real, "bare_rate", lambda n, pool: next(bare))
+    monkeypatch.setattr(bench_real, "backend_rate", lambda n, with_tensor: next(ours))
+    table = Table()
+    zmq_rates(table, 400)
+    assert len(table.rows) == 2
+    for r in table.rows:
+        assert r["turn_ratios"] == [2.0, 5.0, 2.0]
+        assert r["median_ratio"] == 2.0
+        assert (r["rate"], r["bare"]) == (100.0, 300.0)
+        assert math.isclose(r["ratio"], 3.0) and r["verdict"] == "met"
