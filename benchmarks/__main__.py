@@ -17,9 +17,9 @@ sizes it skips are said so). Figures:
 * a fresh ``simharness run scenarios/bagel_cfg.yaml`` process (target: under 0.4 s);
 * zmq backend message rates against bare pyzmq (target: within 3x), when pyzmq and torch are
   installed;
-* with ``--instructions`` (needs valgrind; about a minute more): instructions per bagel_cfg
-  forward and per raw hop, and their ratio, which the host's drift does not move
-  (`benchmarks.instructions`).
+* with ``--instructions`` (needs valgrind; about two minutes more): instructions per forward on
+  bagel_cfg and on the 64-rank layout, and per raw hop, and their ratios, which the host's drift
+  does not move (`benchmarks.instructions`).
 
 Ratios are measured side by side in one run, so they hold on a busy machine better than the
 absolute figures do; timings are best-of-N. This is a benchmark, never a test.
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_sim import BAGEL, LOADED, simpy_hop_rate
-from benchmarks.probe import fanout, measure, measure_parts
+from benchmarks.probe import FANOUT_64, fanout, measure, measure_parts
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("mstar-python", "mstar-rust-prefix", "mstar-rust")
@@ -87,7 +87,7 @@ def forwards_per_second(table: Table, repeat: int, loaded: int, hops: int) -> No
 
     sc = load_scenario(BAGEL, LOADED if loaded == 128 else
                        [f"workload=[{{request: t2i, count: {loaded}, concurrency: 16}}]"])
-    sc64 = fanout(64, 4, 10)
+    sc64 = fanout(*FANOUT_64)
     # (label, what one measurement runs, whether the MIN_HOP_SHARE target applies)
     runs: list[tuple[str, Any, bool]] = [
         *((f"forwards/s, bagel_cfg x{loaded}, {runtime}", lambda rt=runtime: measure(sc, rt), True)
@@ -222,12 +222,13 @@ def instruction_counts(table: Table) -> None:
         table.add("instructions per forward", "skipped: valgrind is not installed")
         return
     hop = instructions.per_hop()
-    fwd = instructions.per_forward("mstar-python", 64)
     table.add("instructions per raw simpy hop", f"{hop:,.0f}", "(the ceiling)", None, count=hop)
-    for what, label in (("digest", "checks and digest"), ("checks", "checks, no digest")):
-        table.add(f"instructions per forward, bagel_cfg x64, {label}",
-                  f"{fwd[what]:,.0f} ({hop / fwd[what]:.2f}x)", "(by instructions)", None,
-                  count=fwd[what], ratio=hop / fwd[what])
+    for layout, name in (("bagel", "bagel_cfg x64"), ("fanout", "64-rank layout")):
+        fwd = instructions.per_forward("mstar-python", 64, layout)
+        for what, label in (("digest", "checks and digest"), ("checks", "checks, no digest")):
+            table.add(f"instructions per forward, {name}, {label}",
+                      f"{fwd[what]:,.0f} ({hop / fwd[what]:.2f}x)", "(by instructions)", None,
+                      count=fwd[what], ratio=hop / fwd[what])
 
 
 def zmq_rates(table: Table, n: int) -> None:

@@ -1,12 +1,15 @@
 """Instructions per simulated forward and per raw simpy hop, counted by valgrind's cachegrind.
 
+Two layouts, as the forward rates of ``python -m benchmarks``: a loaded bagel_cfg, and the
+64-rank fan-out (`benchmarks.probe.FANOUT_64`), whose clock figure swings most with the host.
+
 The clock on a shared machine drifts, and not evenly: a fast spell speeds a raw simpy hop up
 more than a forward (docs/performance.md). An instruction count does not move with the host, so
 a change to the hot path can be judged by it in one run, before and after, with no noise. Each
 figure is the count of a run minus the count of the same process that stops before the measured
 part (imports, the scenario read, one small warm-up run), divided by the forwards or hops.
 
-Run: ``python -m benchmarks.instructions [--requests N]`` (about a minute: each process runs
+Run: ``python -m benchmarks.instructions [--requests N]`` (about two minutes: each process runs
 some 50 times slower under valgrind); ``python -m benchmarks --instructions`` adds the figures
 to the full table. Needs ``valgrind`` on the PATH.
 
@@ -50,15 +53,16 @@ def _count(*args: str) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def per_forward(runtime: str, requests: int) -> dict[str, float]:
-    """Instructions per forward of a loaded bagel_cfg run with every check, with the digest
-    (``digest``) and without it (``checks``), and the run's ``forwards``."""
+def per_forward(runtime: str, requests: int, layout: str = "bagel") -> dict[str, float]:
+    """Instructions per forward of a run with every check, with the digest (``digest``) and
+    without it (``checks``), and the run's ``forwards``: a loaded bagel_cfg of `requests`
+    requests, or (``layout="fanout"``) the benchmark's 64-rank fan-out, whose size is its own."""
     from benchmarks.probe import measure
 
-    base = _count("bagel", runtime, str(requests), "none")
-    n = measure(_scenario(requests), runtime)["forwards"]
+    base = _count(layout, runtime, str(requests), "none")
+    n = measure(_scenario(layout, requests), runtime)["forwards"]
     return {"forwards": n,
-            **{what: (_count("bagel", runtime, str(requests), what) - base) / n
+            **{what: (_count(layout, runtime, str(requests), what) - base) / n
                for what in ("checks", "digest")}}
 
 
@@ -66,7 +70,13 @@ def per_hop() -> float:
     return (_count("hops", str(HOPS)) - _count("hops", "0")) / HOPS
 
 
-def _scenario(requests: int):
+def _scenario(layout: str, requests: int):
+    if layout == "fanout":
+        from benchmarks.probe import FANOUT_64, fanout
+
+        return fanout(*FANOUT_64)
+    if layout != "bagel":
+        raise ValueError(f"no layout {layout!r}: bagel or fanout")
     from benchmarks.bench_sim import BAGEL
     from simharness.scenario.loader import load_scenario
 
@@ -82,13 +92,13 @@ def _child(args: list[str]) -> None:
         if int(args[1]):
             simpy_hop_rate(int(args[1]))
         return
-    _, runtime, requests, what = args
+    layout, runtime, requests, what = args
     from benchmarks.bench_sim import BAGEL
     from simharness.engine.simulation import Simulation
     from simharness.run import build_runtime, builtin_checks
     from simharness.scenario.loader import load_scenario
 
-    sc = _scenario(int(requests))
+    sc = _scenario(layout, int(requests))
     small = load_scenario(BAGEL)  # the warm-up: every lazy import and first-use cache
     Simulation(small, build_runtime(small, runtime), observers=builtin_checks(small),
                keep_trace=False).run()
@@ -112,12 +122,13 @@ def main(argv: list[str] | None = None) -> int:
         print("valgrind is not installed: no instruction counts", file=sys.stderr)
         return 2
     hop = per_hop()
-    fwd = per_forward(args.runtime, args.requests)
     print(f"raw simpy hop                          {hop:10,.0f} instructions")
-    print(f"bagel_cfg forward, checks and digest   {fwd['digest']:10,.0f} instructions  "
-          f"({hop / fwd['digest']:.2f}x of a hop; {fwd['forwards']:,} forwards)")
-    print(f"bagel_cfg forward, checks, no digest   {fwd['checks']:10,.0f} instructions  "
-          f"({hop / fwd['checks']:.2f}x of a hop)")
+    for layout, name in (("bagel", "bagel_cfg"), ("fanout", "64-rank")):
+        fwd = per_forward(args.runtime, args.requests, layout)
+        print(f"{name:<9} forward, checks and digest   {fwd['digest']:10,.0f} instructions  "
+              f"({hop / fwd['digest']:.2f}x of a hop; {fwd['forwards']:,} forwards)")
+        print(f"{name:<9} forward, checks, no digest   {fwd['checks']:10,.0f} instructions  "
+              f"({hop / fwd['checks']:.2f}x of a hop)")
     return 0
 
 

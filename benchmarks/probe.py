@@ -58,6 +58,11 @@ def fanout(ranks: int, requests: int, iters: int, concurrency: int = 4):
     return parse_scenario(raw, source=f"<fanout {ranks} ranks>", allow_large=True)
 
 
+#: the benchmark's 64-rank layout: (ranks, requests, iterations) of `fanout`; its forward rate
+#: and its instruction counts (`benchmarks.instructions`) run this one
+FANOUT_64 = (64, 4, 10)
+
+
 def measure(scenario, runtime: str | None = None) -> dict[str, Any]:
     """A run exactly as `simharness run` makes it (every check, the digest, no trace kept); the
     forwards are counted afterwards from the forwards check's log, not by another observer."""

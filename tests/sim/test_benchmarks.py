@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
+from benchmarks import instructions
 from benchmarks.__main__ import Table, fit_exponent, forwards_per_second
-from benchmarks.probe import fanout, measure
+from benchmarks.probe import FANOUT_64, fanout, measure
 
 
 def test_fit_exponent_recovers_a_power_law():
@@ -42,3 +45,31 @@ def test_forward_rates_are_ratios_to_the_hop_rate_with_verdicts():
         assert r["verdict"] == ("met" if r["ratio"] >= 0.25 else "MISSED")
         assert len(r["round_ratios"]) == 1
     assert all(r["verdict"] == "" for r in breakdown)
+
+
+def test_instruction_counts_are_per_forward_of_the_layout_asked_for(monkeypatch):
+    # The count itself needs valgrind: stand in for it with a count that says which layout and
+    # which part each counted process ran, and check the arithmetic and the plumbing.
+    parts = {"none": 1_000, "checks": 1_000 + 7_000_000, "digest": 1_000 + 9_000_000}
+    layouts = {"bagel": 1, "fanout": 2}
+    asked = []
+
+    def count(layout, runtime, requests, what):
+        asked.append((layout, what))
+        return layouts[layout] * parts[what]
+
+    monkeypatch.setattr(instructions, "_count", count)
+    fan = instructions.per_forward("mstar-python", 64, "fanout")
+    assert fan["forwards"] == measure(fanout(*FANOUT_64))["forwards"]
+    assert math.isclose(fan["checks"], 2 * 7_000_000 / fan["forwards"])
+    assert math.isclose(fan["digest"], 2 * 9_000_000 / fan["forwards"])
+    assert asked == [("fanout", "none"), ("fanout", "checks"), ("fanout", "digest")]
+
+
+def test_each_counted_process_runs_its_layout():
+    # what a counted process runs, without valgrind around it: the fan-out's measured part, and
+    # bagel_cfg's warm-up alone; a layout the counter does not know is refused
+    instructions._child(["fanout", "mstar-python", "64", "checks"])
+    instructions._child(["bagel", "mstar-python", "2", "none"])
+    with pytest.raises(ValueError, match="no layout 'ring'"):
+        instructions._child(["ring", "mstar-python", "2", "checks"])
