@@ -139,7 +139,10 @@ def memory_and_growth(table: Table, quick: bool, plot: str | None) -> None:
     table.add(f"cost growth in requests ({sizes[0]:,}..{sizes[-1]:,})", f"exponent {req_exp:.2f}",
               "<= 1.15", req_exp <= 1.15, exponent=req_exp)
     ranks = [8, 64, 512]
-    per_rank = {r: probe("fanout", r, 4, 3 if quick else 10) for r in ranks}
+    # the 64-rank layout's shape (its requests and iterations; fewer iterations when quick) at
+    # each rank count
+    _, requests, iters = FANOUT_64
+    per_rank = {r: probe("fanout", r, requests, 3 if quick else iters) for r in ranks}
     rank_exp = fit_exponent(ranks, [per_rank[r]["wall_s"] for r in ranks])
     table.add("cost growth in ranks (8, 64, 512)", f"exponent {rank_exp:.2f}", "<= 1.15",
               rank_exp <= 1.15, exponent=rank_exp,
