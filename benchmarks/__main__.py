@@ -226,8 +226,9 @@ def instruction_counts(table: Table) -> None:
         return
     hop = instructions.per_hop()
     table.add("instructions per raw simpy hop", f"{hop:,.0f}", "(the ceiling)", None, count=hop)
-    for layout, name in (("bagel", "bagel_cfg x64"), ("fanout", "64-rank layout")):
+    for layout, name in instructions.LAYOUTS.items():
         fwd = instructions.per_forward("mstar-python", 64, layout)
+        name = name.format(requests=64)
         for what, label in (("digest", "checks and digest"), ("checks", "checks, no digest")):
             table.add(f"instructions per forward, {name}, {label}",
                       f"{fwd[what]:,.0f} ({hop / fwd[what]:.2f}x)", "(by instructions)", None,

@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 #: hops of the raw simpy ping-pong that is counted
 HOPS = 100_000
+#: the layouts whose forwards are counted -> their name in the printed figures (``{requests}``:
+#: bagel_cfg's size; the fan-out's is its own, `benchmarks.probe.FANOUT_64`)
+LAYOUTS = {"bagel": "bagel_cfg x{requests}", "fanout": "64-rank layout"}
 
 
 def available() -> bool:
@@ -76,7 +79,7 @@ def _scenario(layout: str, requests: int):
 
         return fanout(*FANOUT_64)
     if layout != "bagel":
-        raise ValueError(f"no layout {layout!r}: bagel or fanout")
+        raise ValueError(f"no layout {layout!r}: one of {', '.join(LAYOUTS)}")
     from benchmarks.bench_sim import BAGEL
     from simharness.scenario.loader import load_scenario
 
@@ -122,12 +125,13 @@ def main(argv: list[str] | None = None) -> int:
         print("valgrind is not installed: no instruction counts", file=sys.stderr)
         return 2
     hop = per_hop()
-    print(f"raw simpy hop                          {hop:10,.0f} instructions")
-    for layout, name in (("bagel", "bagel_cfg"), ("fanout", "64-rank")):
+    print(f"raw simpy hop                               {hop:10,.0f} instructions")
+    for layout, name in LAYOUTS.items():
         fwd = per_forward(args.runtime, args.requests, layout)
-        print(f"{name:<9} forward, checks and digest   {fwd['digest']:10,.0f} instructions  "
+        name = name.format(requests=args.requests)
+        print(f"{name:<14} forward, checks and digest   {fwd['digest']:10,.0f} instructions  "
               f"({hop / fwd['digest']:.2f}x of a hop; {fwd['forwards']:,} forwards)")
-        print(f"{name:<9} forward, checks, no digest   {fwd['checks']:10,.0f} instructions  "
+        print(f"{name:<14} forward, checks, no digest   {fwd['checks']:10,.0f} instructions  "
               f"({hop / fwd['checks']:.2f}x of a hop)")
     return 0
 
