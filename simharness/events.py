@@ -169,6 +169,12 @@ class Stalled(_Event):
     blocked: tuple[BlockedNode, ...]
 
 
+#: how `BlockedNode.gate` starts when a TP follower holds a ready node because it runs only its
+#: leader's batches: reports word it as a wait for the leader, and the fuzzer files such a hang
+#: under a signature of its own (``liveness:hang-lockstep``)
+LOCKSTEP_HOLD = "lockstep: "
+
+
 class BlockedNode(_Event):
     rank: int
     wg: str
@@ -177,7 +183,8 @@ class BlockedNode(_Event):
     held: tuple[SignalRef, ...]
     held_next: tuple[SignalRef, ...]
     missing: tuple[str, ...]
-    #: why the engine gate holds a node whose inputs are all present ("" if it does not)
+    #: why the engine holds a node whose inputs are all present ("" if it does not): its gate
+    #: (a scripted gate, KV pages), or, starting with `LOCKSTEP_HOLD`, the TP leader it follows
     gate: str
     #: the inputs the gate waits for (walk-start copies)
     gate_waits: tuple[str, ...]

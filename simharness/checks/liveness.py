@@ -223,7 +223,11 @@ class LivenessCheck:
                 held = [h.describe() for h in b.held]
                 entry = {"node": b.node, "rank": b.rank, "wg": b.wg, "counter": b.counter,
                          "held": [h.name for h in b.held], "missing": list(b.missing)}
-                if b.gate:
+                if b.gate.startswith(ev.LOCKSTEP_HOLD):
+                    text = (f"{b.node}@{b.rank} holds every input but TP lockstep holds it: "
+                            f"{b.gate[len(ev.LOCKSTEP_HOLD):]}")
+                    entry["gate"] = b.gate
+                elif b.gate:
                     text = f"{b.node}@{b.rank} holds every input but its engine gate holds it: {b.gate}"
                     entry["gate"] = b.gate
                     entry["missing"] = [f"{n} (walk start)" for n in b.gate_waits]

@@ -25,6 +25,7 @@ from typing import Any
 
 from simharness.checks import Violation
 from simharness.errors import ScenarioError
+from simharness.events import LOCKSTEP_HOLD
 from simharness.explore.coverage import CoverageObserver, static_features
 from simharness.graph.derive import loop_back_pairs, loop_external_inputs
 from simharness.run import simulate
@@ -98,8 +99,9 @@ def signature(violations: list[Violation], scenario: Scenario | None = None) -> 
 _KEY_ORDER = {
     "loop_exit": ("peer", "sibling", "self", "local"),
     "forwards": ("extra-after-loop", "extra", "unexpected", "missing", "counters"),
-    "liveness": ("runaway", "hang-gate", "hang-reinjection", "hang-seed", "hang-loop-back",
-                 "hang-input", "hang-edge", "hang", "timeout-gate", "timeout-reinjection", "timeout-seed",
+    "liveness": ("runaway", "hang-gate", "hang-lockstep", "hang-reinjection", "hang-seed",
+                 "hang-loop-back", "hang-input", "hang-edge", "hang", "timeout-gate",
+                 "timeout-lockstep", "timeout-reinjection", "timeout-seed",
                  "timeout-loop-back", "timeout-input", "timeout-edge", "timeout",
                  "never-admitted"),
     "drain": ("held-at-teardown", "dropped", "parked", "state-left", "conductor-left", "busy"),
@@ -169,7 +171,8 @@ def _kind(v: Violation, scenario: Scenario | None = None) -> str:
 def _wait_kind(v: Violation, scenario: Scenario | None) -> str:
     """What a hang waits for, the most telling kind among its blocked nodes.
 
-    ``gate``: an engine gate; ``reinjection``: a loop's external input that the loop re-routes
+    ``gate``: an engine gate; ``lockstep``: a TP follower's ready node, held because the
+    follower runs only its leader's batches; ``reinjection``: a loop's external input that the loop re-routes
     at each advance; ``seed``: the first copy of a loop-back input (from the conductor or a node
     before the loop); ``loop-back``: a later copy, from inside the loop; ``input``: a walk-start
     input; ``edge``: a signal from another node.
@@ -182,12 +185,13 @@ def _wait_kind(v: Violation, scenario: Scenario | None) -> str:
     return min(kinds, key=_WAIT_ORDER.index) if kinds else ""
 
 
-_WAIT_ORDER = ("gate", "reinjection", "seed", "loop-back", "input", "edge")
+_WAIT_ORDER = ("gate", "lockstep", "reinjection", "seed", "loop-back", "input", "edge")
 
 
 def _entry_kind(entry: dict[str, Any], wf: Any) -> str:
-    if entry.get("gate"):
-        return "gate"
+    gate = entry.get("gate")
+    if gate:
+        return "lockstep" if gate.startswith(LOCKSTEP_HOLD) else "gate"
     missing = entry.get("missing") or []
     if not missing:
         return ""

@@ -285,7 +285,10 @@ class WorkerLoop:
         why, waits = self.nodes.gate_detail(node, st)
         if why:
             return why, waits
-        return self.gate(node, walk, rid, st), ()
+        why = self.gate(node, walk, rid, st)
+        if not why and self.lockstep.has_tp:
+            why = self.lockstep.holdup(node, walk, rid, node in st.ready)
+        return why, ()
 
     # -- batches ------------------------------------------------------------------------------
 
@@ -326,6 +329,8 @@ class WorkerLoop:
         self.busy = True
         self.in_flight = set(batch.rids)
         batch.start = now
+        if batch.instance:
+            self.lockstep.meeting = None  # every rank of the instance has met
 
     def _finish(self, batch: Batch, now: float) -> list[Send]:
         if batch.speculative:

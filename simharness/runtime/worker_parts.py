@@ -109,6 +109,9 @@ class Lockstep:
         #: the leader's batches this follower has still to run, in order
         self.follow: deque[ScheduleTp] = deque()
         self.streak = 0
+        #: the lockstep batch this rank chose and has not started: it waits in the batch's
+        #: collective for the other ranks of the instance until they choose it too (for reports)
+        self.meeting: Batch | None = None
 
     def follows(self, rid: str) -> bool:
         """This rank follows a leader for some worker graph of `rid` (it ignores the
@@ -140,6 +143,7 @@ class Lockstep:
                          number=batch.number, src=self.rank)
         batch.instance = (self.rank, *followers)
         batch.tp_number = batch.number
+        self.meeting = batch
         return [Send(f, 0, msg) for f in followers]
 
     def take(self) -> Batch | None:
@@ -169,10 +173,62 @@ class Lockstep:
         batch = loop.scheduler.follower_batch(head.node, head.walk, list(head.rids))
         batch.instance = runtime.instance_of(head.rids[0], head.walk, head.node)
         batch.tp_number = head.number
+        self.meeting = batch
         return batch
 
     def drop(self, rid: str) -> None:
         self.follow = deque(m for m in self.follow if rid not in m.rids)
+
+    def holdup(self, node: str, walk: str, rid: str, queued: bool) -> str:
+        """For reports: how TP lockstep holds `node` for `rid` on this rank, whose inputs are
+        all here ("" when it does not). `queued`: the node is ready, not yet taken for a batch.
+
+        A rank that chose a lockstep batch waits in its collective until every rank of the
+        instance has chosen it too. A follower runs only its leader's batches, in the order
+        they came, so its ready node waits either for a schedule that has not come, or behind
+        a batch at the head of the queue that cannot run here; the second is how a leader
+        stuck in the collective of a batch its follower will never run leaves the follower's
+        own requests hanging."""
+        m = self.meeting
+        if m is not None and m.node == node and m.walk == walk and rid in m.rids:
+            others = [r for r in m.instance if r != self.rank]
+            return (f"{ev.LOCKSTEP_HOLD}rank {self.rank} took {node} for "
+                    f"{', '.join(m.rids)} into batch {m.tp_number} of its TP instance and waits "
+                    f"in that batch's collective for rank{'s' if len(others) > 1 else ''} "
+                    f"{', '.join(map(str, others))}")
+        if not queued or not self.has_tp or not self.follower_here(node, walk, rid):
+            return ""
+        leader = self.loop.runtime.instance_of(rid, walk, node)[0]
+        if not self.follow:
+            return (f"{ev.LOCKSTEP_HOLD}rank {self.rank} runs {node} only in a batch of rank "
+                    f"{leader}, and no batch of {node} for {rid} came")
+        head = self.follow[0]
+        mine = head.node == node and head.walk == walk and rid in head.rids
+        which = "" if mine else f", {head.node} for {', '.join(head.rids)}"
+        # A leader meets its followers in a batch's collective before it runs the batch: one
+        # that this follower cannot run holds the leader there, and it handles nothing more.
+        why = "; ".join(self._not_runnable(head))
+        return (f"{ev.LOCKSTEP_HOLD}rank {self.rank} runs rank {leader}'s batches in order, and "
+                f"the next one{which} (rank {leader}'s batch {head.number}){',' if which else ''} "
+                f"cannot run here ({why}), so rank {leader} waits in its collective")
+
+    def _not_runnable(self, head: ScheduleTp) -> list[str]:
+        """Why the leader's batch `head` cannot run on this rank now: one phrase per request
+        that holds it back."""
+        loop = self.loop
+        out = []
+        for rid in head.rids:
+            st = loop.runtime.state_of(rid, head.walk, head.node)
+            if st is None:
+                out.append(f"{rid} has no state for walk {head.walk} on rank {self.rank}")
+            elif head.node not in st.ready:
+                out.append(f"{head.node} is not ready for {rid} on rank {self.rank}")
+            else:
+                why = loop.gate(head.node, head.walk, rid, st)
+                if why:
+                    out.append(f"{head.node} for {rid} is gated: {why}")
+        # Every request of it ready and open: the batch waits for own work to go first.
+        return out or [f"rank {self.rank}'s own ready work goes first"]
 
 
 class Speculation:

@@ -132,3 +132,21 @@ class LeaderSpeculates(MstarPython):
     """A TP leader speculates the next step of its TP self-loop without its followers."""
 
     worker_loop_class = _LeaderSpeculatesLoop
+
+
+class _LeaderNeverSchedules(Lockstep):
+    def lead(self, batch):
+        # The leader takes its batch into the instance's collective but tells no follower
+        # (mstar's SCHEDULE_TP lost): it waits there for ranks that never choose the batch.
+        super().lead(batch)
+        return []
+
+
+class _LeaderNeverSchedulesLoop(WorkerLoop):
+    lockstep_class = _LeaderNeverSchedules
+
+
+class LeaderNeverSchedules(MstarPython):
+    """A TP leader runs its batches without sending SCHEDULE_TP to its followers."""
+
+    worker_loop_class = _LeaderNeverSchedulesLoop

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from simharness.events import LOCKSTEP_HOLD
+from simharness.explore.execute import signature
 from simharness.run import run_scenario
 from tests.helpers import build, caught, node, raw_scenario, split_loop
 
@@ -165,3 +167,21 @@ def test_a_stray_refused_locally_and_sent_to_its_own_rank_is_caught_by_loop_exit
            "to complete: s1→a (sent to itself on rank 0)" in to_self
     assert any(v.details["edges"] == [{"name": "s1", "dest": "a", "to": "rank:0"}] and v.rank == 0
                for v in found)
+
+
+def test_a_leader_that_never_schedules_its_followers_hangs_and_liveness_names_the_lockstep():
+    # The leader takes each batch into the instance's collective without telling its follower:
+    # both ranks hold every input of LLM, and the report says what holds each, not that LLM is
+    # "ready but was never run".
+    sc = _tp_decode(1, 1, [4, 4])
+    found = caught(sc, T + "LeaderNeverSchedules", "liveness")
+    assert _messages(found) == [
+        "r0 hung in walk decode (pass 0) at t=0.000 s (no event was left). LLM@0 holds every "
+        "input but TP lockstep holds it: rank 0 took LLM for r0 into batch 1 of its TP instance "
+        "and waits in that batch's collective for rank 1. LLM@1 holds every input but TP "
+        "lockstep holds it: rank 1 runs LLM only in a batch of rank 0, and no batch of LLM for "
+        "r0 came. Worker graphs not done: decode#0 on ranks 0,1"]
+    assert [e["gate"].startswith(LOCKSTEP_HOLD) for e in found[0].details["chain"]] == [True, True]
+    # The fuzzer files it apart from the engine gates' hangs.
+    assert signature(run_scenario(sc, T + "LeaderNeverSchedules").violations, sc) == \
+        ("liveness", "hang-lockstep")
