@@ -156,6 +156,11 @@ class Launcher:
         self.scenario = scenario
         self.runtime = build_runtime(scenario, runtime_name)
         self.runtime_name = getattr(self.runtime, "name", runtime_name or scenario.runtime.name)
+        #: what the worker processes build their runtime from: the name as given, or None for
+        #: the scenario's own runtime with its options. Not `runtime_name`, which is a display
+        #: name: a ``module:Class`` subclass of a profile keeps the profile's name, and a
+        #: profile's name alone drops the scenario's ``runtime.options``.
+        self.runtime_spec = runtime_name
         self.policy: LoopPolicy = policy_of(self.runtime)
         self.layout = Layout.build(scenario)
         self.options = options
@@ -227,7 +232,7 @@ class Launcher:
                                    f"{exc}") from None
         return {
             "scenario": {"raw": raw, "source": sc.source, "name": sc.name, "seed": sc.seed},
-            "runtime": self.runtime_name,
+            "runtime": self.runtime_spec,
             "endpoints": {"spec": self.options.endpoints, "run_dir": run_dir},
             "device": self.options.device,
             "time_scale": self.options.time_scale,

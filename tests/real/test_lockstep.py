@@ -53,3 +53,36 @@ def _remove_race(v) -> bool:
 def test_a_slow_rank_factor_must_be_positive():
     with pytest.raises(ValueError, match="slow rank 1"):
         RealOptions(slow_ranks={1: 0.0}).check()
+
+
+def test_a_leader_that_never_schedules_hangs_on_real_processes_as_in_the_simulation(no_orphans):
+    # A runtime given as module:Class reaches the worker processes as given (it used to reach
+    # them by its profile's name, so they ran the correct profile), and each rank reports how
+    # lockstep holds it in the words the simulation uses.
+    from real_backends.confirm import compare, summarize
+    from simharness.run import run_scenario
+    from tests.quality.test_teardown_kinds_caught import _tp_decode
+
+    broken = "tests.quality.broken_teardown:LeaderNeverSchedules"
+    sc = _tp_decode(1, 1, [4, 4])
+    sim = run_scenario(sc, broken)
+    report = run_real(sc, broken, options=RealOptions(time_scale=0.05))
+    assert report.result.outcomes == {"r0": "hung"}
+    hangs = [v for v in report.violations if v.check == "liveness"]
+    assert len(hangs) == 1
+    chain = [(e["node"], e["rank"], e["gate"]) for e in hangs[0].details["chain"]]
+    assert chain == [(e["node"], e["rank"], e["gate"])
+                     for v in sim.violations if v.check == "liveness" for e in v.details["chain"]]
+    assert "waits in that batch's collective for rank 1" in chain[0][2]
+    assert compare(summarize(sim), summarize(report))[0]
+
+
+def test_the_worker_processes_build_the_runtime_as_given():
+    from real_backends.launcher import Launcher
+    from tests.quality.test_teardown_kinds_caught import _tp_decode
+
+    sc = _tp_decode(1, 1, [4, 4])
+    broken = "tests.quality.broken_teardown:LeaderNeverSchedules"
+    assert Launcher(sc, broken, RealOptions(), 60.0)._config("d")["runtime"] == broken
+    # None: the scenario's own runtime, options included, as the simulation builds it
+    assert Launcher(sc, None, RealOptions(), 60.0)._config("d")["runtime"] is None
