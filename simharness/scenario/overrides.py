@@ -3,7 +3,8 @@
 KEY is a key path as error messages print it (``placement.max_concurrent_requests``,
 ``workload[1].concurrency``, ``graph.walks.image_gen_cfg.sequential[0].loop.max_iters``). VALUE
 is read as a YAML scalar or flow value, so ``3``, ``true``, ``[1, 2]`` and ``{a: 1}`` all work.
-Index N of a list with N items appends an item.
+Index N of a list with N items appends an item. Under a list, a dotted key of digits is an index
+too (``workload.0.count`` is ``workload[0].count``).
 The overridden data then goes through the same validation as the file; the original data is
 never modified in place.
 """
@@ -76,6 +77,12 @@ def _assign(data: Any, tokens: list[str | int], value: Any, key: str) -> None:
     walked = ""
     for i, tok in enumerate(tokens):
         last = i == len(tokens) - 1
+        if isinstance(tok, str) and isinstance(here, list) and tok.isascii() and tok.isdigit():
+            # `workload.0.count`: under a list a key of digits can only be an index, so it is
+            # taken as `workload[0].count` (a mapping keeps such a key as a name)
+            if len(tok) > 9:
+                raise ScenarioError(key, f"list index {tok[:12]}... is too large", source="--set")
+            tok = int(tok)
         if isinstance(tok, int):
             if not isinstance(here, list):
                 raise ScenarioError(key, f"{walked or 'the scenario'} is not a list", source="--set")

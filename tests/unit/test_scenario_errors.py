@@ -118,6 +118,15 @@ def test_overrides_are_validated_like_the_file(tmp_path, capsys):
     assert code == 2 and "expected KEY=VALUE" in err
     code, out, _ = _run_cli(capsys, ["run", str(f), "--set", "workload[0].count=1", "--json"])
     assert code == 0 and '"submitted": 1' in out
+    # a dotted index under a list is the bracketed one; under a mapping it stays a key
+    code, out, _ = _run_cli(capsys, ["run", str(f), "--set", "workload.0.count=2", "--json"])
+    assert code == 0 and '"submitted": 2' in out
+    code, _, err = _run_cli(capsys, ["run", str(f), "--set", "workload.0.count=-1"])
+    assert code == 2 and "workload[0].count" in err
+    code, _, err = _run_cli(capsys, ["run", str(f), "--set", "workload.4.count=1"])
+    assert code == 2 and "no index 4" in err
+    code, _, err = _run_cli(capsys, ["run", str(f), "--set", "placement.0=1"])
+    assert code == 2 and "placement" in err
 
 
 def test_unknown_runtime_on_the_command_line(tmp_path, capsys):
