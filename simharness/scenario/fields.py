@@ -10,6 +10,7 @@ with the unit in the message, rather than surfacing later as a "runtime bug".
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -137,14 +138,21 @@ def _digits(value: int) -> int:
 
 def default(cls: type, name: str) -> Any:
     """The default of field `name` of record `cls`: the model's default is the only one."""
-    for fld in msgspec.structs.fields(cls):
-        if fld.name == name:
-            if fld.default is not msgspec.NODEFAULT:
-                return fld.default
-            if fld.default_factory is not msgspec.NODEFAULT:
-                return fld.default_factory()
-            break
+    fld = _fields_of(cls).get(name)
+    if fld is not None:
+        if fld.default is not msgspec.NODEFAULT:
+            return fld.default
+        if fld.default_factory is not msgspec.NODEFAULT:
+            return fld.default_factory()
     raise LookupError(f"{cls.__name__}.{name} has no default")
+
+
+@functools.cache
+def _fields_of(cls: type) -> dict[str, msgspec.structs.FieldInfo]:
+    """`cls`'s fields by name, read once per record class: ``msgspec.structs.fields`` evaluates
+    the class's annotations at every call (about 0.2 ms), and a scenario asks for a dozen
+    defaults, which was 7% of a fuzz example."""
+    return {fld.name: fld for fld in msgspec.structs.fields(cls)}
 
 
 def boolean(value: Any, path: str) -> bool:
