@@ -61,6 +61,36 @@ def _message(i: int, with_tensor: bool):
                         src=0)
 
 
+#: how long a receiver process may take to report, before it is given up (seconds)
+CHILD_TIMEOUT_S = 120.0
+
+
+def from_child(queue, proc, what: str, timeout_s: float = CHILD_TIMEOUT_S):
+    """The next item `proc` puts on `queue`. Raises instead of waiting for ever when the process
+    ends without putting it (a receiver that failed to bind or import) or takes longer than
+    `timeout_s`; the process is stopped first, so that nothing is left behind."""
+    import queue as queues
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return queue.get(timeout=0.2)
+        except queues.Empty:
+            pass
+        if not proc.is_alive():
+            try:  # it may have put the item just before it ended
+                return queue.get(timeout=0.2)
+            except queues.Empty:
+                pass
+            proc.join()
+            raise RuntimeError(f"the {what} process ended (exit code {proc.exitcode}) before it "
+                               f"reported")
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.join()
+            raise RuntimeError(f"the {what} process did not report within {timeout_s:g} s")
+
+
 # -- the backend's transport between two processes -------------------------------------------------
 
 def _ignore(msg: object) -> None:
@@ -94,7 +124,7 @@ def backend_rate(n: int, with_tensor: bool) -> float:
     ready, out = ctx.Queue(), ctx.Queue()
     p = ctx.Process(target=_backend_receiver, args=(run_dir, n, ready, out))
     p.start()
-    ready.get()
+    from_child(ready, p, "backend receiver")
     t = Transport(0, Endpoints("ipc", run_dir))
     latents = torch.randn(2048, 64)
     # A rank's hook, as a rank sends: asked only for a signal that carries bytes, so the
@@ -107,10 +137,12 @@ def backend_rate(n: int, with_tensor: bool) -> float:
     pool = [_message(i, with_tensor) for i in range(min(n, POOL))]
     for i in range(n):
         t.send(1, pool[i % POOL], payload_of)
-    rate = out.get()
+    try:
+        rate = from_child(out, p, "backend receiver")
+    finally:
+        t.close(linger_ms=0)
+        shutil.rmtree(run_dir, ignore_errors=True)
     p.join()
-    t.close(linger_ms=0)
-    shutil.rmtree(run_dir, ignore_errors=True)
     return rate
 
 
@@ -149,7 +181,7 @@ def bare_rate(n: int, pool: list[list[bytes]]) -> float:
     ready, out = mpc.Queue(), mpc.Queue()
     p = mpc.Process(target=_bare_receiver, args=(addr, n, len(pool[0]), ready, out))
     p.start()
-    ready.get()
+    from_child(ready, p, "bare pyzmq receiver")
     ctx = zmq.Context()
     s = ctx.socket(zmq.PUSH)
     s.setsockopt(zmq.SNDHWM, 200_000)
@@ -162,11 +194,13 @@ def bare_rate(n: int, pool: list[list[bytes]]) -> float:
     else:
         for i in range(n):
             s.send_multipart(pool[i % size], copy=False)
-    rate = out.get()
+    try:
+        rate = from_child(out, p, "bare pyzmq receiver")
+    finally:
+        s.close(linger=0)
+        ctx.term()
+        shutil.rmtree(run_dir, ignore_errors=True)
     p.join()
-    s.close(linger=0)
-    ctx.term()
-    shutil.rmtree(run_dir, ignore_errors=True)
     return rate
 
 

@@ -49,3 +49,32 @@ def test_the_verdict_is_best_over_best_and_each_turn_keeps_its_own_ratio(monkeyp
         assert r["median_ratio"] == 2.0
         assert (r["rate"], r["bare"]) == (100.0, 300.0)
         assert math.isclose(r["ratio"], 3.0) and r["verdict"] == "met"
+
+
+def _dies_at_once(ready) -> None:
+    """A receiver that fails before it reports (as one that cannot bind its socket would)."""
+    raise SystemExit(3)
+
+
+def _reports_late(ready) -> None:
+    import time
+
+    time.sleep(30)
+    ready.put(True)
+
+
+def test_a_receiver_that_never_reports_is_an_error_not_a_hang():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    ready = ctx.Queue()
+    p = ctx.Process(target=_dies_at_once, args=(ready,))
+    p.start()
+    with pytest.raises(RuntimeError, match=r"the bare pyzmq receiver process ended \(exit code 3\)"):
+        bench_real.from_child(ready, p, "bare pyzmq receiver", timeout_s=60)
+    assert not p.is_alive()
+    slow = ctx.Process(target=_reports_late, args=(ready,))
+    slow.start()
+    with pytest.raises(RuntimeError, match="did not report within 1 s"):
+        bench_real.from_child(ready, slow, "backend receiver", timeout_s=1)
+    assert not slow.is_alive()  # stopped, not left behind
