@@ -5,9 +5,11 @@ time) or ``python -m benchmarks --quick`` (smaller sizes, under a minute on a qu
 sizes it skips are said so). Figures:
 
 * raw simpy message hops per second: the ceiling of any simpy model on this machine;
-* simulated forwards per second on a loaded bagel_cfg under every mstar profile, and on a
-  64-rank layout, each as a ratio to the raw hop rate measured in turn with them (target >= 0.25);
-  both in CPU time, which a busy machine disturbs far less than wall time;
+* simulated forwards per second on a loaded bagel_cfg under every mstar profile (target: at
+  least 0.25x the raw hop rate, the issue's acceptance), and on a 64-rank layout (no target of its
+  own: a wide layout is judged by the cost growth in ranks below), each as a ratio to the raw hop
+  rate measured in turn with them; both in CPU time, which a busy machine disturbs far less than
+  wall time;
 * peak memory of a bagel_cfg run after 100, 10,000 and 100,000 requests, each in a fresh process
   (target: under 500 MB at 100,000);
 * cost growth: wall time against requests (10 to 100,000) and against ranks (8, 64, 512), with
@@ -46,6 +48,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("mstar-python", "mstar-rust-prefix", "mstar-rust")
 #: the target: simulated forwards per second at least this share of the raw simpy hop rate
 MIN_HOP_SHARE = 0.25
+#: what a forward rate is held to: the MIN_HOP_SHARE target, nothing (a part of a targeted
+#: figure), or nothing (a figure printed for itself); the last two are what the table prints
+TARGET, BREAKDOWN, FIGURE = "target", "(a breakdown)", "(no target)"
 
 
 class Table:
@@ -88,17 +93,19 @@ def forwards_per_second(table: Table, repeat: int, loaded: int, hops: int) -> No
     sc = load_scenario(BAGEL, LOADED if loaded == 128 else
                        [f"workload=[{{request: t2i, count: {loaded}, concurrency: 16}}]"])
     sc64 = fanout(*FANOUT_64)
-    # (label, what one measurement runs, whether the MIN_HOP_SHARE target applies)
-    runs: list[tuple[str, Any, bool]] = [
-        *((f"forwards/s, bagel_cfg x{loaded}, {runtime}", lambda rt=runtime: measure(sc, rt), True)
+    # (label, what one measurement runs, what its ratio is held to: TARGET, BREAKDOWN or FIGURE)
+    runs: list[tuple[str, Any, str]] = [
+        *((f"forwards/s, bagel_cfg x{loaded}, {runtime}", lambda rt=runtime: measure(sc, rt), TARGET)
           for runtime in PROFILES),
         # Where the time of a forward goes: the runtime model and the engine alone, then with the
         # checks (the digest and judging at the end make up the mstar-python figure above).
         (f"  bagel_cfg x{loaded}, mstar-python, model and engine only",
-         lambda: measure_parts(sc, "mstar-python", False, False), False),
+         lambda: measure_parts(sc, "mstar-python", False, False), BREAKDOWN),
         (f"  bagel_cfg x{loaded}, mstar-python, with checks, no digest",
-         lambda: measure_parts(sc, "mstar-python", True, False), False),
-        ("forwards/s, 64-rank layout, mstar-python", lambda: measure(sc64, "mstar-python"), True),
+         lambda: measure_parts(sc, "mstar-python", True, False), BREAKDOWN),
+        # The issue asks for this ratio, and holds the 0.25x to bagel_cfg under each mstar
+        # profile; a wide layout is held to the cost growth in ranks (docs/performance.md).
+        ("forwards/s, 64-rank layout, mstar-python", lambda: measure(sc64, "mstar-python"), FIGURE),
     ]
     hop = 0.0
     best = [0.0] * len(runs)
@@ -113,13 +120,14 @@ def forwards_per_second(table: Table, repeat: int, loaded: int, hops: int) -> No
             best[i] = max(best[i], rate)
             rounds[i].append(rate / this_hop)
     table.add("raw simpy message hops/s (CPU time)", f"{hop:,.0f}", "(the ceiling)", None, rate=hop)
-    for (label, _, target), rate, ratios in zip(runs, best, rounds, strict=True):
+    for (label, _, held_to), rate, ratios in zip(runs, best, rounds, strict=True):
         # The verdict is the best rate over the best hop rate; the median of the rounds' own
         # ratios is shown beside it, as what a typical run gives on this machine.
         median = statistics.median(ratios)
+        targeted = held_to == TARGET
         table.add(label, f"{rate:,.0f} ({rate / hop:.2f}x; median {median:.2f}x)",
-                  f">= {MIN_HOP_SHARE:g}x simpy" if target else "(a breakdown)",
-                  rate / hop >= MIN_HOP_SHARE if target else None, rate=rate, ratio=rate / hop,
+                  f">= {MIN_HOP_SHARE:g}x simpy" if targeted else held_to,
+                  rate / hop >= MIN_HOP_SHARE if targeted else None, rate=rate, ratio=rate / hop,
                   median_ratio=median, round_ratios=ratios)
 
 

@@ -38,13 +38,18 @@ def test_forward_rates_are_ratios_to_the_hop_rate_with_verdicts():
     assert hop > 0
     targeted = [r for r in table.rows if r["target"].startswith(">= 0.25x")]
     breakdown = [r for r in table.rows if r["target"] == "(a breakdown)"]
-    # every mstar profile on bagel_cfg and the 64-rank layout, then the two breakdown rows
-    assert len(targeted) == 4 and len(breakdown) == 2
+    untargeted = [r for r in table.rows if r["target"] == "(no target)"]
+    # every mstar profile on bagel_cfg, the two breakdown rows, and the 64-rank layout's figure
+    assert [r["figure"].rsplit(", ", 1)[-1] for r in targeted] == [
+        "mstar-python", "mstar-rust-prefix", "mstar-rust"]
+    assert len(breakdown) == 2
+    assert [r["figure"] for r in untargeted] == ["forwards/s, 64-rank layout, mstar-python"]
     for r in targeted:
-        assert math.isclose(r["ratio"], r["rate"] / hop)
         assert r["verdict"] == ("met" if r["ratio"] >= 0.25 else "MISSED")
+    for r in [*targeted, *breakdown, *untargeted]:
+        assert math.isclose(r["ratio"], r["rate"] / hop)
         assert len(r["round_ratios"]) == 1
-    assert all(r["verdict"] == "" for r in breakdown)
+    assert all(r["verdict"] == "" for r in [*breakdown, *untargeted])
 
 
 def test_instruction_counts_are_per_forward_of_the_layout_asked_for(monkeypatch):
