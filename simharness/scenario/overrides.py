@@ -38,10 +38,7 @@ def parse_key_path(key: str) -> list[str | int]:
         if not m:
             raise ScenarioError(key, "not a key path (use keys separated by dots, [N] for list items)",
                                 source="--set")
-        if m.group(2) is not None and len(m.group(2)) > 9:
-            raise ScenarioError(key, f"list index [{m.group(2)[:12]}...] is too large",
-                                source="--set")
-        tokens.append(m.group(1) if m.group(1) is not None else int(m.group(2)))
+        tokens.append(m.group(1) if m.group(1) is not None else _list_index(m.group(2), key))
         pos = m.end()
         if len(tokens) > MAX_DEPTH:
             raise ScenarioError(key[:60] + "...", f"key path deeper than {MAX_DEPTH} levels",
@@ -50,6 +47,14 @@ def parse_key_path(key: str) -> list[str | int]:
     if not tokens:
         raise ScenarioError(key, "empty key path", source="--set")
     return tokens
+
+
+def _list_index(digits: str, key: str) -> int:
+    """The list index written as `digits` (``[N]``, or ``.N`` under a list), refused when it is
+    too long to be one: ``int`` of thousands of digits is slow, and no list is that long."""
+    if len(digits) > 9:
+        raise ScenarioError(key, f"list index {digits[:12]}... is too large", source="--set")
+    return int(digits)
 
 
 def apply_overrides(
@@ -80,9 +85,7 @@ def _assign(data: Any, tokens: list[str | int], value: Any, key: str) -> None:
         if isinstance(tok, str) and isinstance(here, list) and tok.isascii() and tok.isdigit():
             # `workload.0.count`: under a list a key of digits can only be an index, so it is
             # taken as `workload[0].count` (a mapping keeps such a key as a name)
-            if len(tok) > 9:
-                raise ScenarioError(key, f"list index {tok[:12]}... is too large", source="--set")
-            tok = int(tok)
+            tok = _list_index(tok, key)
         if isinstance(tok, int):
             if not isinstance(here, list):
                 raise ScenarioError(key, f"{walked or 'the scenario'} is not a list", source="--set")

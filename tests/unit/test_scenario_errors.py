@@ -126,7 +126,10 @@ def test_overrides_are_validated_like_the_file(tmp_path, capsys):
     code, _, err = _run_cli(capsys, ["run", str(f), "--set", "workload.4.count=1"])
     assert code == 2 and "no index 4" in err
     code, _, err = _run_cli(capsys, ["run", str(f), "--set", "placement.0=1"])
-    assert code == 2 and "placement" in err
+    assert code == 2 and "placement.0: unknown key" in err
+    for path in ("workload[1234567890].count", "workload.1234567890.count"):
+        code, _, err = _run_cli(capsys, ["run", str(f), "--set", f"{path}=1"])
+        assert code == 2 and "list index 1234567890... is too large" in err
 
 
 def test_unknown_runtime_on_the_command_line(tmp_path, capsys):
