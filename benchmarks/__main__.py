@@ -48,8 +48,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("mstar-python", "mstar-rust-prefix", "mstar-rust")
 #: the target: simulated forwards per second at least this share of the raw simpy hop rate
 MIN_HOP_SHARE = 0.25
-#: what a forward rate is held to: the MIN_HOP_SHARE target, nothing (a part of a targeted
-#: figure), or nothing (a figure printed for itself); the last two are what the table prints
+#: what a forward rate's row is held to: TARGET, a verdict against MIN_HOP_SHARE; or no verdict,
+#: with what the target column says instead: BREAKDOWN (a part of a targeted figure's time) or
+#: FIGURE (a figure printed for itself)
 TARGET, BREAKDOWN, FIGURE = "target", "(a breakdown)", "(no target)"
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import queue as queues
 import shutil
 import tempfile
 import time
@@ -69,8 +70,6 @@ def from_child(queue, proc, what: str, timeout_s: float = CHILD_TIMEOUT_S):
     """The next item `proc` puts on `queue`. Raises instead of waiting for ever when the process
     ends without putting it (a receiver that failed to bind or import) or takes longer than
     `timeout_s`; the process is stopped first, so that nothing is left behind."""
-    import queue as queues
-
     deadline = time.monotonic() + timeout_s
     while True:
         try:

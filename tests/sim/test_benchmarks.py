@@ -12,7 +12,7 @@ import math
 import pytest
 
 from benchmarks import instructions
-from benchmarks.__main__ import Table, fit_exponent, forwards_per_second
+from benchmarks.__main__ import BREAKDOWN, FIGURE, Table, fit_exponent, forwards_per_second
 from benchmarks.probe import FANOUT_64, fanout, measure
 
 
@@ -37,8 +37,8 @@ def test_forward_rates_are_ratios_to_the_hop_rate_with_verdicts():
     hop = rows["raw simpy message hops/s (CPU time)"]["rate"]
     assert hop > 0
     targeted = [r for r in table.rows if r["target"].startswith(">= 0.25x")]
-    breakdown = [r for r in table.rows if r["target"] == "(a breakdown)"]
-    untargeted = [r for r in table.rows if r["target"] == "(no target)"]
+    breakdown = [r for r in table.rows if r["target"] == BREAKDOWN]
+    untargeted = [r for r in table.rows if r["target"] == FIGURE]
     # every mstar profile on bagel_cfg, the two breakdown rows, and the 64-rank layout's figure
     assert [r["figure"].rsplit(", ", 1)[-1] for r in targeted] == [
         "mstar-python", "mstar-rust-prefix", "mstar-rust"]
