@@ -16,11 +16,14 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from simharness import __version__, interrupts
 from simharness.errors import ScenarioError, UsageError
+from simharness.wording import hint, plural
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 #: 128 + SIGPIPE, what a shell reports for a writer whose reader went away.
@@ -29,8 +32,19 @@ EXIT_CODES_TEXT = ("Exit codes: 0 pass, 1 violations found, 2 bad input or usage
                    "3 internal error (traceback saved to a file).")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with "did you mean" added to an invalid choice (a verb, --backend, --device)."""
+
+    def error(self, message: str) -> NoReturn:
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group(2))
+            message += hint(m.group(1), choices)
+        super().error(message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="simharness",
         description="Simulate a distributed graph-runtime layout (mstar first) and check it.",
         epilog=EXIT_CODES_TEXT,
@@ -414,25 +428,48 @@ def _interrupted(args: argparse.Namespace, exc: interrupts.Interrupted) -> int:
         sim = found.get("sim")
         if sim is not None:
             print(f"the simulation had finished: {sim.outcome.upper()} "
-                  f"({len(sim.violations)} violations)", file=sys.stderr)
+                  f"({plural(len(sim.violations), 'violation')})", file=sys.stderr)
         found = found.get("real")
+    from simharness.sweep import SweepResult
+
     if isinstance(found, RunReport):
         from simharness.report.summary import build_summary, request_counts
 
-        if getattr(args, "json", False) and args.command == "run":
+        real = found.backend != "sim"
+        if real and getattr(args, "json", False) and args.command == "run":
             _print_json(build_summary(found))
         rc = request_counts(found)
+        # A simulation cut short was never judged: its checks run only on a finished run.
+        judged = f", {plural(len(found.violations), 'violation')} so far" if real else ""
         when = (f"at t={found.result.sim_time_s:.2f} s: {rc['completed']} of {rc['submitted']} "
-                f"requests completed, {len(found.violations)} violations so far"
+                f"requests completed{judged}"
                 if rc["submitted"] else "during its start-up, before any request")
-        print(f"the {found.backend} run was stopped {when}; its processes are stopped and its run "
-              f"folder removed", file=sys.stderr)
-    elif isinstance(found, list) and found:  # compare: the arms that finished
-        for rep in found:
-            print(f"arm {rep.runtime} had finished: {rep.outcome.upper()} "
-                  f"({len(rep.violations)} violations)", file=sys.stderr)
+        after = "; its processes are stopped and its run folder removed" if real else ""
+        print(f"the {found.backend} run was stopped {when}{after}", file=sys.stderr)
+    elif isinstance(found, SweepResult):
+        bad = len(found.unexpected)
+        print(f"the sweep was stopped after {plural(len(found.cells), 'run')} "
+              f"({bad} unexpected)" + (f": {', '.join(_cell_name(c) for c in found.unexpected[:5])}"
+                                       if bad else ""), file=sys.stderr)
+    elif isinstance(found, list) and found:  # compare: the arms that finished; replay: the cases
+        for done in found:
+            if isinstance(done, RunReport):
+                print(f"arm {done.runtime} had finished: {done.outcome.upper()} "
+                      f"({plural(len(done.violations), 'violation')})", file=sys.stderr)
+            else:
+                print(f"{'ok ' if done.ok else 'DIVERGED'} {done.path} [{done.status}, "
+                      f"{done.runtime}]: {done.message}", file=sys.stderr)
+    return _stopped(exc)
+
+
+def _stopped(exc: interrupts.Interrupted) -> int:
+    """The last line of every command a signal stopped, and its exit code (130, 143)."""
     print(f"interrupted by {exc.name}; no file was left half-written", file=sys.stderr)
     return exc.exit_code
+
+
+def _cell_name(c) -> str:
+    return f"{c.scenario} {c.runtime} seed {c.seed}"
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -723,7 +760,8 @@ def _layout(args: argparse.Namespace) -> int:
     from simharness.scenario.loader import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
-    print(f"{scenario.name}: {len(scenario.walks)} walks on {scenario.placement.num_ranks} ranks")
+    print(f"{scenario.name}: {plural(len(scenario.walks), 'walk')} on "
+          f"{plural(scenario.placement.num_ranks, 'rank')}")
     for line in Layout.build(scenario).describe():
         print(line)
     return EXIT_PASS
@@ -780,16 +818,19 @@ def _fuzz(args: argparse.Namespace) -> int:
             shrinking.update(f"shrinking failure {done + 1} of {total}: {sig}", force=True)
 
     # SIGINT and SIGTERM both arrive as `interrupts.Interrupted` (installed by `_main`).
-    interrupted, code = "", EXIT_PASS
+    # Unlike the other commands, fuzz catches the signal itself: what it found is a whole
+    # campaign summary, printed (and written with --report) as at any other end.
+    stop: interrupts.Interrupted | None = None
+    interrupted = ""
     try:
         run_campaign(cfg, progress, writer, result, started, on_shrink=on_shrink)
     except KeyboardInterrupt as exc:
         stop = interrupts.as_interrupted(exc)
-        interrupted, code = stop.name, stop.exit_code
+        interrupted = stop.name
         shrinking.done()
         # Failures not final yet are kept as found: a case that fails is worth more than none.
         writer.rest(result, "Not shrunk: the campaign was interrupted.")
-    progress.done(result, interrupted)
+    progress.done(result)
     summary = campaign_summary(result, writer, interrupted)
     if args.report is not None:
         from simharness.report.html import fuzz_page
@@ -801,8 +842,8 @@ def _fuzz(args: argparse.Namespace) -> int:
         _print_json(summary)
     else:
         print_summary(summary, sys.stdout)
-    if interrupted:
-        return code
+    if stop is not None:
+        return _stopped(stop)
     failing = summary["failures"] if args.fail_on_known else summary["new"]
     return EXIT_FAIL if failing else EXIT_PASS
 
@@ -841,7 +882,12 @@ def _replay(args: argparse.Namespace) -> int:
     done = []
     for path in args.case:
         # The report page shows each case's run: the replay's own, its events kept for it.
-        r = replay(path, update=args.update, keep_trace=args.report is not None)
+        try:
+            r = replay(path, update=args.update, keep_trace=args.report is not None)
+        except KeyboardInterrupt as exc:
+            stop = interrupts.as_interrupted(exc)
+            stop.partial = [r for r, _ in done]  # the cases replayed before the signal
+            raise stop from None
         doc = {"case": str(r.path), "runtime": r.runtime, "status": r.status,
                "expected": r.expected, "got": r.got, "trace_digest": r.digest,
                "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message}
@@ -894,8 +940,8 @@ def _import_mstar(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         write_text(target, text)
-        print(f"wrote {target}: model {imported.model!r}, {len(raw['graph']['walks'])} walks, "
-              f"{imported.worker_graphs} worker graphs"
+        print(f"wrote {target}: model {imported.model!r}, {plural(len(raw['graph']['walks']), 'walk')}, "
+              f"{plural(imported.worker_graphs, 'worker graph')}"
               + (f"; defaults to edit: {', '.join(imported.defaulted)}" if imported.defaulted else ""),
               file=sys.stderr)
     return EXIT_PASS

@@ -30,10 +30,16 @@ HANDLED = (signal.SIGINT, signal.SIGTERM)
 class Interrupted(KeyboardInterrupt):
     """A command was stopped by a signal; `partial` holds what it had found, if anything."""
 
-    def __init__(self, signum: int = signal.SIGINT, partial: Any = None) -> None:
+    def __init__(self, signum: int | str = signal.SIGINT, partial: Any = None) -> None:
+        # Code that copies an exception rebuilds it from its ``args``, which hold the name
+        # (simpy does, to re-raise a process's failure): take the name back as well.
+        signum = signal_number(signum) if isinstance(signum, str) else signum
         super().__init__(signal_name(signum))
-        self.signum = signum
+        self.signum = int(signum)
         self.partial = partial
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.signum, self.partial))
 
     @property
     def name(self) -> str:
@@ -49,6 +55,13 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+def signal_number(name: str) -> int:
+    """The number of a signal named as `signal_name` names it (``SIGTERM``, ``signal 64``)."""
+    if name.startswith("signal "):
+        return int(name.removeprefix("signal "))
+    return int(signal.Signals[name])
 
 
 def as_interrupted(exc: KeyboardInterrupt) -> Interrupted:
@@ -146,4 +159,4 @@ def check() -> None:
 
 
 __all__ = ["HANDLED", "Interrupted", "as_interrupted", "check", "deferred", "interruptible",
-           "polled", "signal_name"]
+           "polled", "signal_name", "signal_number"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from simharness import interrupts
 from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
 from simharness.checks.forwards import ForwardsCheck
 from simharness.checks.liveness import LivenessCheck
@@ -90,7 +91,13 @@ def simulate(
     guard = next((c for c in checks if isinstance(c, LivenessCheck)), None)
     sim = Simulation(scenario, runtime, observers=[*checks, *observers], layout=layout,
                      keep_trace=keep_trace, guard=guard, digest=digest)
-    result = sim.run()
+    try:
+        result = sim.run()
+    except interrupts.Interrupted as exc:
+        # Stopped by a signal: hand the caller where the run had got to (the checks have not
+        # judged it: a run cut short is not a verdict).
+        exc.partial = RunReport(scenario, sim.runtime_name, "sim", sim.so_far(), [], "", 0.0)
+        raise
     result.forward_log = next((c.log for c in checks if isinstance(c, ForwardsCheck)), None)
     return result, judge(checks, scenario, result.layout, result.outcomes)
 

@@ -36,11 +36,13 @@ from typing import Any
 
 from msgspec import Struct
 
+from simharness import interrupts
 from simharness.errors import ScenarioError, UsageError
 from simharness.scenario import loader
 from simharness.scenario.model import CorpusMeta
 from simharness.scenario.sections import parse_corpus
 from simharness.trace import DIGEST_SCHEME, other_scheme
+from simharness.wording import plural
 
 PASS = "pass"
 
@@ -259,15 +261,22 @@ def run_sweep(cells: list[Cell], workers: int = 1, scheduler: str | None = None,
     expect = Expectations(baseline, strict)  # a bad baseline is refused before any work
     t0 = time.perf_counter()
     results: list[CellResult] = []
-    with Pool(workers, scheduler) as pool:
-        for r in pool.ordered(run_cell, cells):
-            expect(r)
-            if strict and r.digest_changed and not r.unexpected:
-                r.expected = f"{r.expected} (same trace digest)"
-            results.append(r)
-            if progress is not None:
-                progress(r)
-        used = pool.workers
+    used = workers
+    try:
+        with Pool(workers, scheduler) as pool:
+            used = pool.workers
+            for r in pool.ordered(run_cell, cells):
+                expect(r)
+                if strict and r.digest_changed and not r.unexpected:
+                    r.expected = f"{r.expected} (same trace digest)"
+                results.append(r)
+                if progress is not None:
+                    progress(r)
+    except KeyboardInterrupt as exc:
+        # SIGINT or SIGTERM (simharness.interrupts): hand the runs that finished to the caller.
+        stop = interrupts.as_interrupted(exc)
+        stop.partial = SweepResult(results, time.perf_counter() - t0, used, baseline, expect.notes)
+        raise stop from None
     return SweepResult(results, time.perf_counter() - t0, used, baseline, expect.notes)
 
 
@@ -298,5 +307,5 @@ def render(result: SweepResult, out: Any) -> None:
         print(f"\nnote: {note}", file=out)
     verdict = "FAIL" if bad else "PASS"
     print(file=out)
-    line(out, f"{verdict}: {len(result.cells)} runs, {len(bad)} unexpected, {result.wall_s:.1f} s on "
-              f"{result.workers} worker(s)", "bad" if bad else "good")
+    line(out, f"{verdict}: {plural(len(result.cells), 'run')}, {len(bad)} unexpected, "
+              f"{result.wall_s:.1f} s on {plural(result.workers, 'worker')}", "bad" if bad else "good")

@@ -22,6 +22,7 @@ from simharness.checks.base import RunContext, Violation, renamed, rid_order
 from simharness.checks.forwards import ForwardLog
 from simharness.ridmap import RidMap, names_in_order
 from simharness.scenario.model import Scenario
+from simharness.wording import plural
 
 
 class ExpectCheck:
@@ -103,7 +104,7 @@ class ExpectCheck:
                         if got != n:
                             out.append(Violation(
                                 self.name,
-                                f"expected {n} forwards of {node} in {walk} per request "
+                                f"expected {plural(n, 'forward')} of {node} in {walk} per request "
                                 f"({key}), got {got} on rank {rank}",
                                 walk=walk, node=node, rank=rank, request=rid,
                                 details={"count": got, "expected": n}))

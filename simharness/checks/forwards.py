@@ -30,6 +30,7 @@ from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, counters_text, renamed, rid_order
 from simharness.ridmap import RidMap, names_in_order
 from simharness.rng import draw_stop
+from simharness.wording import plural
 
 Key = tuple[str, str, int, str]  # walk, node, rank, rid
 Place = tuple[str, str, int]  # walk, node, rank
@@ -284,7 +285,7 @@ class ForwardsCheck:
                 want = exp.get(-1, [])
                 n_obs, n_exp = len(got), len(want)
                 if ctx.outcomes.get(rid) == "completed" and sorted(got, key=_k) != sorted(want, key=_k):
-                    message = f"{n_obs} forwards over its repeated passes, expected {n_exp}"
+                    message = f"{plural(n_obs, 'forward')} over its repeated passes, expected {n_exp}"
             else:
                 notes = []
                 n_obs = n_exp = 0
@@ -296,7 +297,7 @@ class ForwardsCheck:
                 if notes:
                     multi = len(exp) > 1
                     text = "; ".join(f"pass {p}: {t}" if multi else t for p, t in notes)
-                    message = f"{n_obs} forwards, expected {n_exp}: {text}"
+                    message = f"{plural(n_obs, 'forward')}, expected {n_exp}: {text}"
             if message is not None:
                 out.append(Violation(self.name, message, walk=walk, node=node, rank=rank, request=rid,
                                      details={"count": n_obs, "expected": n_exp}))
@@ -322,7 +323,8 @@ def _k(c: int | None) -> int:
 
 def _explain(got: list[int | None], want: list[int | None]) -> str:
     if not want:
-        return f"ran {len(got)} forwards where none were expected (loop counters {counters_text(got)})"
+        return (f"ran {plural(len(got), 'forward')} where none were expected "
+                f"(loop counters {counters_text(got)})")
     if len(got) > len(want) and got[: len(want)] == want:
         extra = got[len(want):]
         if all(c is None for c in extra):
@@ -331,5 +333,5 @@ def _explain(got: list[int | None], want: list[int | None]) -> str:
         return f"{what} at loop counter {counters_text(extra)} after the loop ended"
     if len(got) < len(want) and want[: len(got)] == got:
         last = f"after loop counter {got[-1]}" if got and got[-1] is not None else "before its first forward"
-        return f"stopped {last}: {len(want) - len(got)} forwards missing"
+        return f"stopped {last}: {plural(len(want) - len(got), 'forward')} missing"
     return f"loop counters {counters_text(got)} instead of {counters_text(want)}"

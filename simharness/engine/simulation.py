@@ -294,6 +294,13 @@ class Simulation:
         return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
                          self.outcomes, notes=self.notes)
 
+    def so_far(self) -> SimResult:
+        """Where an unfinished run stands (it was stopped): the requests submitted so far, each
+        with its outcome, or "running"."""
+        return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, self.env.now,
+                         RidMap((rid, o or "running") for rid, o in self.workload.outcomes.items()),
+                         notes=self.notes)
+
     def _crash(self, worker: SimWorker, at: float):
         yield self.env.timeout(at)
         worker.stopped = True
@@ -301,7 +308,11 @@ class Simulation:
 
 def _raise_failure(event: simpy.Event) -> None:
     """A failed event nothing defused (a process that raised): raise a copy of its exception
-    with it as the cause, as ``Environment.step`` does."""
+    with it as the cause, as ``Environment.step`` does. A signal that stopped a process
+    (`interrupts.Interrupted`, a KeyboardInterrupt) is raised as it is: it is not the process's
+    failure but the command's stop, and it carries what the command found so far."""
+    if isinstance(event._value, KeyboardInterrupt):
+        raise event._value
     exc = type(event._value)(*event._value.args)
     exc.__cause__ = event._value
     raise exc

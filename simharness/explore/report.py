@@ -30,6 +30,7 @@ from typing import IO, Any
 from simharness.explore.campaign import DEFAULT_CHUNK, CampaignResult
 from simharness.explore.corpus import Case, cases, write_case
 from simharness.explore.coverage import UNIVERSE, summarize
+from simharness.wording import plural
 
 #: the longest failure message printed (the JSON keeps the whole first message)
 MESSAGE_CHARS = 300
@@ -78,18 +79,16 @@ class Progress:
             self.stream.write(text + "\n")
         self.stream.flush()
 
-    def done(self, r: CampaignResult, interrupted: str = "") -> None:
+    def done(self, r: CampaignResult) -> None:
         if self.tty:
             self.stream.write("\r\x1b[K")
         self.stream.write(self.line(r) + "\n")
         if r.shrunk:
             cut = [s for s, sh in r.shrunk.items() if sh.stopped]
             note = f" ({len(cut)} stopped early: the budget ran out)" if cut else ""
-            self.stream.write(f"shrunk {len(r.shrunk)} failure(s) in {r.shrink_s:.1f} s{note}\n")
+            self.stream.write(f"shrunk {plural(len(r.shrunk), 'failure')} in {r.shrink_s:.1f} s{note}\n")
         if r.cut_chunk:
             self.stream.write("the deadline cut the last chunk: its examples are not counted\n")
-        if interrupted:
-            self.stream.write(f"interrupted ({interrupted}): keeping what was found\n")
         self.stream.flush()
 
 

@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any
 
 from simharness.graph.ir import CLIENT, CONDUCTOR, Edge, Loop, Node, Parallel, Section, Sequential
+from simharness.wording import plural
 
 
 def edges_shape(edges: tuple[Edge, ...]) -> tuple[Any, ...]:
@@ -73,7 +74,8 @@ def shape_differences(mine: Section, theirs: Section, path: str = "") -> list[st
         return out + shape_differences(mine.body, theirs.body, f"{path}.body")
     assert isinstance(mine, Sequential | Parallel) and isinstance(theirs, Sequential | Parallel)
     if len(mine.sections) != len(theirs.sections):
-        return [f"{path or 'walk'}: {len(mine.sections)} parts here, {len(theirs.sections)} in mstar"]
+        return [f"{path or 'walk'}: {plural(len(mine.sections), 'part')} here, "
+                f"{len(theirs.sections)} in mstar"]
     out = []
     for i, (x, y) in enumerate(zip(mine.sections, theirs.sections, strict=True)):
         out += shape_differences(x, y, f"{path}[{i}]")

@@ -20,6 +20,7 @@ from simharness.checks.base import rid_order
 from simharness.report.story import Story, build_story, replay_command, utilisation, violation_time
 from simharness.report.summary import collect_forwards, forward_order
 from simharness.run import RunReport
+from simharness.wording import plural
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em auto;max-width:1200px;
@@ -257,7 +258,7 @@ def confirm_page(sim: RunReport, real: RunReport, a: dict, b: dict, agree: bool,
     body = [f'<section id="parameters"><h2>Parameters and outcome</h2><p>Scenario '
             f'<code>{escape(sim.scenario.name)}</code> under {escape(sim.runtime)}, seed '
             f'{sim.scenario.seed}: sim and real {verdict}'
-            f' ({len([d for d in diffs if not d.get("note")])} differences)</p></section>',
+            f' ({plural(len([d for d in diffs if not d.get("note")]), "difference")})</p></section>',
             '<section id="forwards"><h2>Forwards, sim | real</h2><p class="caption">A real count above '
             'the simulation is red, below it yellow.</p><table><tr><th class="l">request</th>'
             '<th class="l">walk</th><th class="l">node</th><th>rank</th><th>sim</th><th>real</th></tr>'

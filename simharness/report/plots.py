@@ -15,6 +15,7 @@ from typing import Any
 from simharness.checks.base import rid_order
 from simharness.report.story import Message, Story, chosen_request, utilisation
 from simharness.report.summary import node_order
+from simharness.wording import plural
 
 RED = "#d62728"
 DPI = 100
@@ -202,8 +203,8 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[bytes, str]:
     ax.set_xlabel("time (s)")
     ax.set_title(f"messages of request {rid}")
     ax.grid(axis="x", alpha=0.3)
-    caption = (f"request {rid}: {len(shown)} messages from t={t0:.3f} s to t={t1:.3f} s"
-               + (f" ({skipped} earlier messages not drawn)" if skipped else ""))
+    caption = (f"request {rid}: {plural(len(shown), 'message')} from t={t0:.3f} s to t={t1:.3f} s"
+               + (f" ({plural(skipped, 'earlier message')} not drawn)" if skipped else ""))
     return _png(fig), caption
 
 

@@ -424,6 +424,7 @@ class RankRuntime:
             # A stream that continues after its producer keeps offering empty chunks by design.
             idle_tail = buf.policy.continue_after_done and buf.producer_done and not buf.items
             if (buf.items or buf.waiting is not None) and not idle_tail:
+                # (trace text: the digest hashes it, so "1 items" stays until a digest move)
                 out.append(f"stream {edge!r} left {len(buf.items)} items "
                            f"{'and a refused chunk ' if buf.waiting else ''}in its buffer")
         return out

@@ -16,6 +16,7 @@ from typing import Any
 
 from simharness.errors import UsageError
 from simharness.runtime.profiles import MstarPython, MstarRust, MstarRustPrefix
+from simharness.wording import hint
 
 GROUP = "simharness.runtimes"
 #: the reference profiles; always available and never shadowed by a plugin
@@ -105,8 +106,8 @@ def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     elif name == "mstar":
         obj = _mstar_adapter().MstarRuntime  # its constructor names the pip command
     else:
-        raise UsageError(f"unknown runtime {name!r} (known: {', '.join(sorted(registered))}; "
-                         f"or module:Name)")
+        raise UsageError(f"unknown runtime {name!r}{hint(name, [*registered, 'mstar'])} "
+                         f"(known: {', '.join(sorted({*registered, 'mstar'}))}; or module:Name)")
     try:
         runtime = obj(**(options or {})) if isinstance(obj, type) else obj
     except (TypeError, ValueError) as exc:

@@ -71,6 +71,7 @@ class ChunkSignal(Signal):
 
     def describe(self) -> str:
         fin = ", final" if self.final else ""
+        # (trace text: the digest hashes it, so "1 items" stays until a digest move)
         return f"{self.name} chunk {self.index} ({len(self.items)} items from {self.start}{fin})"
 
     def __repr__(self) -> str:

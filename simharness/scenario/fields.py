@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from simharness.errors import ScenarioError
+from simharness.wording import hint
 
 _SIZE_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
 #: No byte size in a scenario is larger (a payload, a KV cache per token): 1 TiB.
@@ -66,7 +67,7 @@ def mapping(
             raise ScenarioError(path, f"keys must be strings, got {describe(key)}")
         if key not in allowed:
             raise ScenarioError(
-                join(path, key), f"unknown key (expected one of: {', '.join(allowed)})"
+                join(path, key), f"unknown key{hint(key, allowed)} (expected one of: {', '.join(allowed)})"
             )
     for key in required:
         if key not in value:

@@ -39,6 +39,7 @@ from simharness.scenario.model import (
     Step,
     WalkCost,
 )
+from simharness.wording import hint
 
 POLICIES = ("sliding_window", "left_context", "fixed")
 SECTION_KINDS = ("node", "sequential", "parallel", "loop")
@@ -255,7 +256,8 @@ def parse_partitions(raw: Any, walks: dict[str, Section]) -> dict[str, tuple[str
         names = f.name_list(ws, path, "a walk name", non_empty=True)
         for i, w in enumerate(names):
             if w not in walks:
-                raise ScenarioError(f.join(path, i), f"unknown walk {w!r} (walks: {', '.join(walks)})")
+                raise ScenarioError(f.join(path, i), f"unknown walk {w!r}{hint(w, walks)} "
+                                                     f"(walks: {', '.join(walks)})")
             if w in seen:
                 raise ScenarioError(f.join(path, i), f"walk {w!r} is already in partition {seen[w]!r}")
             seen[w] = part
@@ -275,7 +277,8 @@ def parse_streams(raw: Any, partitions: dict[str, tuple[str, ...]]) -> tuple[Con
         for key in ("from", "to"):
             part = f.name(m[key], f.join(path, key), "a partition name")
             if part not in partitions:
-                raise ScenarioError(f.join(path, key), f"unknown partition {part!r} "
+                raise ScenarioError(f.join(path, key), f"unknown partition {part!r}"
+                                                       f"{hint(part, partitions)} "
                                                        f"(partitions: {', '.join(partitions)})")
             ends.append(part)
         if ends[0] == ends[1]:
@@ -364,7 +367,7 @@ def _steps(raw: Any, path: str, part: str, partitions: dict[str, tuple[str, ...]
             wpath = p
         if walk not in partitions[part]:
             where = next((q for q, ws in partitions.items() if walk in ws), None)
-            raise ScenarioError(wpath, f"unknown walk {walk!r}" if where is None
+            raise ScenarioError(wpath, f"unknown walk {walk!r}{hint(walk, partitions[part])}" if where is None
                                 else f"walk {walk!r} belongs to partition {where!r}, not {part!r}")
         out.append(step)
     return tuple(out)

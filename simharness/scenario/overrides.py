@@ -18,6 +18,7 @@ from typing import Any
 
 from simharness.errors import ScenarioError
 from simharness.scenario.reading import MAX_DEPTH, read_value
+from simharness.wording import plural
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -90,7 +91,7 @@ def _assign(data: Any, tokens: list[str | int], value: Any, key: str) -> None:
             if not isinstance(here, list):
                 raise ScenarioError(key, f"{walked or 'the scenario'} is not a list", source="--set")
             if tok > len(here) or (tok == len(here) and not last):
-                raise ScenarioError(key, f"{walked} has {len(here)} items, no index {tok}",
+                raise ScenarioError(key, f"{walked} has {plural(len(here), 'item')}, no index {tok}",
                                     source="--set")
             if last:
                 # Index N of a list of N items appends: `--set workload[2]={...}` adds a phase.

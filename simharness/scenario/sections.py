@@ -13,6 +13,7 @@ from typing import Any
 
 from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
+from simharness.placement.divide import group_of_nodes
 from simharness.scenario import fields as f
 from simharness.scenario.lockstep import check_lockstep_groups
 from simharness.scenario.model import (
@@ -32,6 +33,7 @@ from simharness.scenario.model import (
     Schedule,
 )
 from simharness.scenario.reading import read_yaml
+from simharness.wording import hint, plural
 
 #: Keys of a fuzz corpus case's ``corpus:`` block (metadata; it does not change the run).
 CORPUS_KEYS = ("signature", "check", "key", "runtime", "status", "seed", "example", "trace_digest",
@@ -56,7 +58,7 @@ def parse_placement(
         return _mstar_config(raw, facts, base_dir, notes)
     m = f.mapping(raw, "placement", ("node_groups", "max_concurrent_requests", "mstar_config"),
                   required=("node_groups",))
-    return _node_groups(m, "placement", facts, None), None
+    return _node_groups(m, "placement", facts, notes), None
 
 
 def _mstar_config(
@@ -89,7 +91,7 @@ def _mstar_config(
         if "node_groups" not in cfg:
             raise ScenarioError("node_groups", "missing required key (an mstar config lists its "
                                                "node_groups)")
-        placement = _node_groups(cfg, "", facts, notes, source=rel)
+        placement = _node_groups(cfg, "", facts, notes, config=rel)
     except ScenarioError as err:
         raise err.with_source(str(path)) from None
     resolved = {"mstar_config": rel, "node_groups": cfg["node_groups"],
@@ -113,13 +115,18 @@ def _shipped_config(name: str) -> Path | None:
 
 
 def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
-                 notes: list[str] | None, source: str = "") -> Placement:
+                 notes: list[str], config: str | None = None) -> Placement:
     """``node_groups`` and ``max_concurrent_requests`` of `m`, whose key path is `prefix`.
 
-    With `notes` (an mstar config file), a ``graph_walks`` entry naming a walk the scenario does
-    not model is ignored with a note, as mstar ignores a group for walks it does not list;
-    without (the scenario's own placement) it is an error, as a typo would be.
+    From an mstar config file (`config`, its name as written), a ``graph_walks`` entry naming a
+    walk the scenario does not model is ignored with a note, and a node name that is a node of
+    none of its walks is kept with a note (an mstar config places the nodes of walks the scenario
+    may not model; such a name places nothing);
+    without (the scenario's own placement) either is an error, as a typo would be: a misspelt
+    node would otherwise stay unplaced where the user meant it and run where some other group
+    puts it. A rank that ends up hosting no node of any walk gets a note either way.
     """
+    known_nodes = list(dict.fromkeys(n.name for wf in facts.values() for n in wf.nodes.values()))
     groups_path = f.join(prefix, "node_groups")
     groups_raw = f.sequence(m["node_groups"], groups_path, non_empty=True)
     groups: list[NodeGroup] = []
@@ -128,6 +135,7 @@ def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
         gm = f.mapping(g, path, ("node_names", "ranks", "graph_walks", "tp_size", "sp_size"),
                        required=("node_names", "ranks"))
         names = f.name_list(gm["node_names"], f.join(path, "node_names"), "a node name", non_empty=True)
+        _check_node_names(names, f.join(path, "node_names"), known_nodes, notes, config)
         ranks_raw = f.sequence(gm["ranks"], f.join(path, "ranks"), non_empty=True)
         ranks = tuple(f.integer(r, f.join(f.join(path, "ranks"), j), minimum=0,
                                 maximum=MAX_RANKS - 1, unit="rank numbers")
@@ -138,13 +146,14 @@ def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
         if "graph_walks" in gm:
             walks = f.name_list(gm["graph_walks"], f.join(path, "graph_walks"), "a walk name")
             unknown = [w for w in walks if w not in facts]
-            if unknown and notes is None:
+            if unknown and config is None:
                 j = walks.index(unknown[0])
                 raise ScenarioError(f.join(f.join(path, "graph_walks"), j),
-                                    f"unknown walk {unknown[0]!r} (walks: {', '.join(facts)})")
+                                    f"unknown walk {unknown[0]!r}{hint(unknown[0], facts)} "
+                                    f"(walks: {', '.join(facts)})")
             if unknown:
-                notes.append(f"{source}: {path}.graph_walks: walk(s) {', '.join(unknown)} are not "
-                             f"in this scenario; ignored")
+                notes.append(f"{config}: {path}.graph_walks: {plural(len(unknown), 'walk')} "
+                             f"{', '.join(repr(w) for w in unknown)} not in this scenario; ignored")
                 walks = tuple(w for w in walks if w in facts)
         tp = f.integer(gm.get("tp_size", f.default(NodeGroup, "tp_size")), f.join(path, "tp_size"),
                        minimum=1, maximum=MAX_RANKS)
@@ -152,16 +161,10 @@ def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
                        minimum=1, maximum=MAX_RANKS)
         if len(ranks) % (tp * sp):
             raise ScenarioError(f.join(path, "ranks"),
-                                f"{len(ranks)} ranks do not split into instances of tp_size*sp_size "
-                                f"= {tp * sp}")
+                                f"{plural(len(ranks), 'rank')} cannot be split into instances of "
+                                f"tp_size*sp_size = {tp * sp}")
         groups.append(NodeGroup(names, ranks, walks, tp, sp, path=path))
-    all_ranks = sorted({r for g in groups for r in g.ranks})
-    # The first gap, found without building range(max rank): a mistyped rank is cheap to refuse.
-    gap = next((i for i, r in enumerate(all_ranks) if r != i), None)
-    if gap is not None:
-        raise ScenarioError(groups_path,
-                            f"ranks must be 0..N-1 without gaps (mstar names workers worker_0.."
-                            f"worker_N-1); rank {gap} is used by no group")
+    _check_rank_gap(groups, groups_path)
     for walk, wf in facts.items():
         for node in wf.nodes.values():
             if not any(node.name in g.node_names and (g.graph_walks is None or walk in g.graph_walks)
@@ -170,12 +173,72 @@ def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
                                     f"node {node.name!r} of walk {walk!r} ({node.path}) is not "
                                     f"placed: no node group lists it for that walk")
     check_lockstep_groups(groups, facts, groups_path)
+    _note_idle_ranks(groups, facts, notes)
     mcr = m.get("max_concurrent_requests")
     return Placement(
         tuple(groups),
         None if mcr is None else f.integer(mcr, f.join(prefix, "max_concurrent_requests"), minimum=1,
                                            maximum=MAX_REQUESTS_HARD, unit="requests"),
     )
+
+
+def _check_node_names(names: tuple[str, ...], path: str, known: list[str],
+                      notes: list[str], config: str | None) -> None:
+    """Every name of a node group is a node of some walk: an error in the scenario's own
+    placement, a note in an mstar config file (`config`)."""
+    unknown = [n for n in names if n not in known]
+    if not unknown:
+        return
+    if config is None:
+        j = names.index(unknown[0])
+        raise ScenarioError(f.join(path, j),
+                            f"unknown node {unknown[0]!r}: no walk of this scenario has a node of "
+                            f"that name{hint(unknown[0], known)} (nodes: {', '.join(known)})")
+    # Kept as the config wrote them (they place nothing here): the placement mirrors the file.
+    one = len(unknown) == 1
+    notes.append(f"{config}: {path}: {'node' if one else 'nodes'} "
+                 f"{', '.join(repr(n) for n in unknown)} {'is' if one else 'are'} in no walk of "
+                 f"this scenario (of walks it does not model): {'it places' if one else 'they place'} "
+                 f"nothing here")
+
+
+def _check_rank_gap(groups: list[NodeGroup], groups_path: str) -> None:
+    """Ranks are 0..N-1 without gaps; a gap names the rank missing and the ranks typed above it."""
+    all_ranks = sorted({r for g in groups for r in g.ranks})
+    # The first gap, found without building range(max rank): a mistyped rank is cheap to refuse.
+    gap = next((i for i, r in enumerate(all_ranks) if r != i), None)
+    if gap is None:
+        return
+    above = [r for r in all_ranks if r > gap]
+    # Point at the first place a rank above the gap is written: most likely the typo.
+    where = next(f.join(f.join(g.path, "ranks"), j) for g in groups
+                 for j, r in enumerate(g.ranks) if r == above[0])
+    raise ScenarioError(where,
+                        f"rank {above[0]} leaves a gap: ranks must be 0..N-1 (mstar names workers "
+                        f"worker_0..worker_N-1), and rank {gap} is used by no group "
+                        f"(ranks used: {_rank_list(all_ranks)})")
+
+
+def _rank_list(ranks: list[int]) -> str:
+    """Ranks as text, shortened for a long list: ``0, 1, 2, ..., 4095``."""
+    shown = ranks if len(ranks) <= 8 else [*ranks[:6], "...", ranks[-1]]
+    return ", ".join(str(r) for r in shown)
+
+
+def _note_idle_ranks(groups: list[NodeGroup], facts: dict[str, WalkFacts], notes: list[str]) -> None:
+    """A rank that hosts no node of any walk (every group on it lists only nodes that later
+    groups take, or walks it is not used for) runs nothing: say so, naming it."""
+    spec = [(g.node_names, g.graph_walks) for g in groups]
+    busy: set[int] = set()
+    for walk, wf in facts.items():
+        for idx in group_of_nodes([n.name for n in wf.nodes.values()], walk, spec).values():
+            busy.update(groups[idx].ranks)
+    idle = [r for r in sorted({r for g in groups for r in g.ranks}) if r not in busy]
+    if idle:
+        one = len(idle) == 1
+        notes.append(f"{'rank' if one else 'ranks'} {_rank_list(idle)} {'hosts' if one else 'host'} "
+                     f"no node of any walk: {'it runs' if one else 'they run'} nothing in this "
+                     f"scenario")
 
 
 def parse_runtime(raw: Any) -> RuntimeChoice:
@@ -200,7 +263,8 @@ def parse_workload(raw: Any, requests: dict[str, RequestKind]) -> tuple[Phase, .
             paths = [rp]
         for kind, kpath in zip(kinds, paths, strict=True):
             if kind not in requests:
-                raise ScenarioError(kpath, f"unknown request kind {kind!r} (kinds: {', '.join(requests)})")
+                raise ScenarioError(kpath, f"unknown request kind {kind!r}{hint(kind, requests)} "
+                                            f"(kinds: {', '.join(requests)})")
         count = f.integer(m["count"], f.join(path, "count"), minimum=0, maximum=MAX_REQUESTS_HARD,
                           unit="requests")
         conc = f.integer(m.get("concurrency", 1), f.join(path, "concurrency"), minimum=1,
@@ -233,7 +297,8 @@ def parse_expect(raw: Any, facts: dict[str, WalkFacts], requests: dict[str, Requ
     for kind, body in f.mapping(pk, "expect.per_request_kind", f.any_keys(pk)).items():
         path = f.join("expect.per_request_kind", kind)
         if kind not in requests:
-            raise ScenarioError(path, f"unknown request kind {kind!r} (kinds: {', '.join(requests)})")
+            raise ScenarioError(path, f"unknown request kind {kind!r}{hint(kind, requests)} "
+                                            f"(kinds: {', '.join(requests)})")
         per_kind[kind] = _walk_counts(body, path, facts)
     return Expect(fpr, per_kind)
 
@@ -243,7 +308,7 @@ def _walk_counts(raw: Any, base: str, facts: dict[str, WalkFacts]) -> dict[str, 
     for walk, counts in f.mapping(raw, base, f.any_keys(raw)).items():
         path = f.join(base, walk)
         if walk not in facts:
-            raise ScenarioError(path, f"unknown walk {walk!r} (walks: {', '.join(facts)})")
+            raise ScenarioError(path, f"unknown walk {walk!r}{hint(walk, facts)} (walks: {', '.join(facts)})")
         out[walk] = {}
         for node, n in f.mapping(counts, path, f.any_keys(counts)).items():
             if node not in facts[walk].nodes:

@@ -26,6 +26,7 @@ from simharness.graph.analysis import WalkFacts
 from simharness.graph.ir import SPECIAL_DESTINATIONS, Edge, Node, iter_nodes
 from simharness.scenario import fields as f
 from simharness.scenario.model import RequestKind, Scenario
+from simharness.wording import hint
 
 #: Above these a run is refused unless allowed: a few minutes of simulation and a few GB at most.
 MAX_REQUESTS = 10_000
@@ -64,7 +65,8 @@ def _check_walk(walk: str, facts: WalkFacts, notes: list[str]) -> None:
         if edge.to not in nodes:
             raise ScenarioError(f.join(edge.path, "to"),
                                 f"edge {edge.name!r} goes to {edge.to!r}, which is not a node of "
-                                f"walk {walk!r} (nodes: {', '.join(nodes)}; or client, conductor)")
+                                f"walk {walk!r}{hint(edge.to, [*nodes, *sorted(SPECIAL_DESTINATIONS)])} "
+                                f"(nodes: {', '.join(nodes)}; or client, conductor)")
         if edge.name not in nodes[edge.to].inputs:
             if edge.to == _producer(edge, nodes):
                 # A self edge to a name the node does not take: mstar's ingest refuses the copy
@@ -138,12 +140,15 @@ def check_inputs_are_sent(sc: Scenario, implicit: bool) -> None:
                         continue
                     node = wf.nodes[dest]
                     path = f.join(f.join(node.path, "inputs"), node.inputs.index(name))
-                    supply = ("list it in graph.requests" if implicit
+                    # Without graph.requests every walk is a request kind of its own that
+                    # supplies nothing: say where the input could be declared.
+                    supply = ("no request supplies it (declare graph.requests with a kind whose "
+                              "inputs list it)" if implicit
                               else f"request kind {kind.name!r} neither supplies it (graph.requests."
                                    f"{kind.name}.inputs) nor persists it in an earlier walk")
                     raise ScenarioError(path, f"input {name!r} of node {dest} is never sent in walk "
-                                              f"{step.walk!r}: no edge in the walk targets it, it is not a "
-                                              f"loop-back input or a stream, and {supply}")
+                                              f"{step.walk!r}: no edge in the walk targets it, it is "
+                                              f"neither a loop-back input nor a stream, and {supply}")
                 persisted |= {e.name for n in wf.nodes.values() for e in n.outputs if e.persist}
                 persisted |= {e.name for lp in wf.loops.values()
                               for e in lp.outputs + lp.accumulated_outputs if e.persist}

@@ -108,7 +108,7 @@ def test_a_node_run_on_a_replica_the_request_was_not_given_is_caught_by_forwards
                           if type(e) is ev.Admitted and dict(e.placement)["w#1"] == (0,))
     assert on_replica_0 and len(on_replica_0) < 4  # both replicas are chosen
     found = caught(sc, B + "RunsEveryReplica", "forwards")
-    assert _messages(found) == ["1 forwards, expected 0: ran 1 forwards where none were expected "
+    assert _messages(found) == ["1 forward, expected 0: ran 1 forward where none were expected "
                                 "(loop counters -)"] * len(on_replica_0)
     assert sorted(v.request for v in found) == on_replica_0
     assert {(v.node, v.rank) for v in found} == {("B", 1)}

@@ -135,7 +135,7 @@ def test_the_table_names_every_unexpected_run(capsys):
     out = capsys.readouterr().out
     assert code == 1
     assert "bagel_cfg mstar-rust-prefix seed 0: fail:loop_exit:peer, expected pass" in out
-    assert "FAIL: 1 runs, 1 unexpected" in out
+    assert "FAIL: 1 run, 1 unexpected" in out
 
 
 @pytest.mark.parametrize("args, message", [

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 
 import pytest
 
 from simharness import interrupts
+from simharness.interrupts import Interrupted
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -65,3 +67,35 @@ def test_a_polled_block_raises_at_its_end_what_no_check_raised_and_restores_the_
         os.kill(os.getpid(), signal.SIGINT)
     assert {s: signal.getsignal(s) for s in interrupts.HANDLED} == before
     interrupts.check()  # outside a polled block: nothing
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interruption_survives_being_copied_from_its_args(sig):
+    # simpy re-raises a process's failure as type(exc)(*exc.args); the copy of a SIGTERM once
+    # had the signal's name for a number, and its exit code raised TypeError (exit 3).
+    exc = Interrupted(sig, partial="found")
+    copy = type(exc)(*exc.args)
+    assert copy.signum == sig and copy.exit_code == 128 + sig and copy.name == exc.name
+    again = pickle.loads(pickle.dumps(exc))
+    assert again.signum == sig and again.partial == "found"
+
+
+def test_a_signal_stopping_a_simulated_process_is_raised_as_it_is():
+    import simpy
+
+    from simharness.engine.simulation import _raise_failure
+
+    env = simpy.Environment()
+    stop = Interrupted(signal.SIGTERM, partial="so far")
+
+    def proc():
+        yield env.timeout(1)
+        raise stop
+
+    p = env.process(proc())
+    p.defused = True  # nothing waits for it: keep simpy's own step from raising
+    env.run()
+    assert not p.ok
+    with pytest.raises(Interrupted) as got:
+        _raise_failure(p)
+    assert got.value is stop and got.value.exit_code == 143

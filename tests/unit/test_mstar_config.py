@@ -14,7 +14,18 @@ from tests.helpers import split_loop
 def test_the_shipped_config_gives_the_same_placement_as_the_inline_one(scenarios_dir):
     inline = load_scenario(scenarios_dir / "bagel_cfg.yaml")
     from_config = load_scenario(scenarios_dir / "bagel_cfg_mstar_config.yaml")
-    assert from_config.placement == inline.placement
+    # The config also places vit_encoder and vae_encoder, nodes of walks bagel_cfg does not
+    # model: kept as written, with a note each; the scenario's own placement may not name them.
+    modelled = {n for g in inline.placement.node_groups for n in g.node_names}
+    placed = [(tuple(n for n in g.node_names if n in modelled), g.ranks, g.graph_walks)
+              for g in from_config.placement.node_groups]
+    assert [p for p in placed if p[0]] == [(g.node_names, g.ranks, g.graph_walks)
+                                           for g in inline.placement.node_groups]
+    assert [n for n in from_config.notes if "in no walk of this scenario" in n] == [
+        "mstar_configs/bagel_cfg_parallel.yaml: node_groups[0].node_names: node 'vit_encoder' is in "
+        "no walk of this scenario (of walks it does not model): it places nothing here",
+        "mstar_configs/bagel_cfg_parallel.yaml: node_groups[1].node_names: node 'vae_encoder' is in "
+        "no walk of this scenario (of walks it does not model): it places nothing here"]
     assert from_config.placement.max_concurrent_requests == 16
     # The fingerprint covers what the config file said, not only its name.
     assert from_config.fingerprint != inline.fingerprint

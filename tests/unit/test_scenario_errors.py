@@ -52,7 +52,7 @@ CASES = [
     ("unknown walk in a request kind", _mut(lambda r: r["graph"]["requests"]["req"]["walks"].append("x")),
      "graph.requests.req.walks[1]", "unknown walk"),
     ("rank gap", _mut(lambda r: r["placement"]["node_groups"][1].update(ranks=[2])),
-     "placement.node_groups", "without gaps"),
+     "placement.node_groups[1].ranks[0]", "rank 2 leaves a gap"),
     ("node twice in a walk",
      _mut(lambda r: r["graph"]["walks"]["w"]["sequential"].append(
          {"node": "A", "inputs": [], "outputs": []})),
@@ -192,7 +192,7 @@ LAYOUT_CASES = [
      "graph.walks.prefill.outputs[1].to", "feeds one consumer node"),
     ("ranks not divisible by tp_size",
      lambda r: r["placement"]["node_groups"][0].update(ranks=[0, 1, 2], tp_size=2),
-     "placement.node_groups[0].ranks", "do not split into instances"),
+     "placement.node_groups[0].ranks", "cannot be split into instances"),
 ]
 
 
