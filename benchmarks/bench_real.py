@@ -45,7 +45,7 @@ def slowdown(ours: float, bare: float) -> tuple[float, bool]:
 
 
 def _signal(name: str, nbytes: int, seq: int):
-    from simharness.runtime.signals import Signal
+    from simharness.signals import Signal
 
     return Signal(name, "LLM_cfg_text", False, False, nbytes, "combine_cfg", 0, "image_gen_cfg", 0,
                   seq % 49, "node", seq)

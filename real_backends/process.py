@@ -45,10 +45,10 @@ from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
 from simharness.runtime.rank import Completion
-from simharness.runtime.signals import Signal
 from simharness.runtime.stall import blocked_nodes
 from simharness.scenario.loader import parse_scenario
 from simharness.scenario.model import Scenario
+from simharness.signals import Signal
 
 #: How long an idle process blocks on its socket before checking that its launcher is alive.
 IDLE_POLL_MS = 200

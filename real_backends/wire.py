@@ -60,7 +60,7 @@ from typing import Any
 import msgpack
 import msgspec
 
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 ExtType = msgpack.ExtType
 #: msgpack extension codes (see the module docstring)
@@ -81,7 +81,7 @@ MAX_TYPED_CODE = 0x7F
 
 REGISTERED_MODULES = (
     "simharness.runtime.messages",
-    "simharness.runtime.signals",
+    "simharness.signals",
     "simharness.placement.layout",
     "simharness.events",
     "real_backends.control",

@@ -15,7 +15,8 @@ import io
 import sys
 from pathlib import Path
 
-from simharness.mstar_import.build import default_config_names, import_config
+from simharness.mstar.build import import_config
+from simharness.mstar.package import default_config_names
 from simharness.run import run_scenario
 from simharness.scenario.loader import parse_scenario
 

@@ -745,12 +745,7 @@ def _write_trace(report, path: Path) -> None:
 def _runtimes() -> int:
     from simharness.runtime import registry
 
-    found = registry.available()
-    if "mstar" not in found:
-        from simharness.runtime.mstar_adapter import PIP_INSTALL
-
-        print(f"{'mstar':<20} not installed: {PIP_INSTALL}")
-    for name, target in sorted(found.items()):
+    for name, target in sorted(registry.available().items()):
         print(f"{name:<20} {registry.describe(target)}")
     return EXIT_PASS
 
@@ -910,7 +905,7 @@ def _import_mstar(args: argparse.Namespace) -> int:
     import yaml
 
     from simharness.fileio import write_text
-    from simharness.mstar_import.build import import_config
+    from simharness.mstar.build import import_config
     from simharness.scenario.loader import parse_scenario
     from simharness.scenario.overrides import apply_overrides
 

@@ -28,8 +28,8 @@ from simharness import interrupts
 from simharness.checks.base import rid_order
 from simharness.report.summary import build_summary, collect_forwards, node_order
 from simharness.run import RunReport, run_scenario
-from simharness.runtime.signals import Signal
 from simharness.scenario.model import Scenario
+from simharness.signals import Signal
 from simharness.trace import to_json
 
 RowKey = tuple[str, str]  # walk, node

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 #: kept for readability in annotations: a signal as recorded in an event
 SignalRef = Signal

@@ -34,7 +34,7 @@ import msgspec
 
 from simharness import events as ev
 from simharness import fileio
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 #: every event type, as `events.Event` lists them
 EVENT_TYPES: tuple[type, ...] = get_args(ev.Event)

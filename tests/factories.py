@@ -24,7 +24,7 @@ from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import InputSignals, NewRequest, RemoveRequest, ResultTensors
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.protocol import LoopPolicy
-from simharness.runtime.signals import ORIGIN_WALK_START, Signal
+from simharness.signals import ORIGIN_WALK_START, Signal
 from tests.helpers import build, split_loop
 
 _seq = itertools.count(1000)

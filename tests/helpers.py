@@ -80,11 +80,11 @@ def needs_mstar():
     with the install command when the mstar-ai package is missing."""
     import pytest
 
-    from simharness.runtime import mstar_adapter
+    from simharness.mstar import package
 
     return [pytest.mark.mstar,
-            pytest.mark.skipif(not mstar_adapter.is_available(),
-                               reason=f"mstar-ai is not installed ({mstar_adapter.PIP_INSTALL})")]
+            pytest.mark.skipif(not package.is_available(),
+                               reason=f"mstar-ai is not installed ({package.PIP_INSTALL})")]
 
 
 #: the plugin prefix of the runtimes broken on purpose (``tests/quality/broken*.py``)

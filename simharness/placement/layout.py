@@ -13,8 +13,8 @@ from functools import cached_property
 
 from msgspec import Struct
 
+from simharness.graph.divide import divide, group_of_nodes
 from simharness.graph.ir import Loop, Node, Section, Sequential, iter_loops, iter_nodes
-from simharness.placement.divide import divide, group_of_nodes
 from simharness.scenario.model import Connection, Scenario
 
 
@@ -153,14 +153,15 @@ class Layout(Struct, frozen=True, dict=True):
         out = []
         for wg in self.worker_graphs:
             ranks = " | ".join(",".join(map(str, inst)) for inst in wg.instances)
-            out.append(f"{wg.id:<22} group {wg.group}  ranks {ranks:<8} {_shape(wg.section)}")
+            out.append(f"{wg.id:<22} group {wg.group}  ranks {ranks:<8} {section_shape(wg.section)}")
         return out
 
 
-def _shape(section: Section) -> str:
+def section_shape(section: Section) -> str:
+    """A worker graph's section in one line: ``Loop(denoise: Par[LLM, LLM_cfg_text])``."""
     if isinstance(section, Node):
         return section.name
     if isinstance(section, Loop):
-        return f"Loop({section.name}: {_shape(section.body)})"
-    inner = ", ".join(_shape(s) for s in section.sections)
+        return f"Loop({section.name}: {section_shape(section.body)})"
+    inner = ", ".join(section_shape(s) for s in section.sections)
     return f"{'Seq' if isinstance(section, Sequential) else 'Par'}[{inner}]"

@@ -51,8 +51,8 @@ from simharness.runtime.messages import (
     WorkerGraphsDoneMsg,
 )
 from simharness.runtime.protocol import LoopPolicy
-from simharness.runtime.signals import ORIGIN_WALK_START, Signal
 from simharness.scenario.model import RequestKind, Scenario, Step
+from simharness.signals import ORIGIN_WALK_START, Signal
 
 
 @dataclass

@@ -11,8 +11,8 @@ that reads its loop counter and (re)initialises from the walk's start inputs beh
 from __future__ import annotations
 
 from simharness.runtime.graph_state import GraphState
-from simharness.runtime.signals import ORIGIN_WALK_START
 from simharness.scenario.model import Scenario, ScriptStep
+from simharness.signals import ORIGIN_WALK_START
 
 
 class FakeNodes:

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from simharness.graph.ir import Edge, Pair
 from simharness.runtime.graph_spec import GraphSpec, LoopSpec, loop_of
 from simharness.runtime.protocol import LoopStatus
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 # Ingest outcomes.
 CURRENT = "current"        #: stored in the node's current slot

@@ -15,7 +15,7 @@ import msgspec
 from msgspec import field
 
 from simharness.placement.layout import Assignment
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 CONDUCTOR_ID = -1
 CLIENT_ID = -2

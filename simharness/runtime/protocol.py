@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from msgspec import Struct
 
 from simharness.placement.layout import Layout
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 BATCHING_MODES = ("minibatch", "backlog")
 

@@ -34,8 +34,8 @@ from simharness.graph.ir import CLIENT, CONDUCTOR, Edge
 from simharness.placement.layout import Assignment, Layout
 from simharness.runtime.graph_spec import GraphSpec, Semantics
 from simharness.runtime.graph_state import REJECTED, GraphState, loop_at_rest
-from simharness.runtime.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
+from simharness.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 
 #: The route label of a signal ingested on the completing rank: ``local:<worker graph>``.
 LOCAL_PREFIX = "local:"
@@ -352,7 +352,7 @@ class RankRuntime:
 
     def new_state(self, wg_id: str) -> GraphState:
         """One request's fresh state in worker graph `wg_id`. An adapter for another runtime
-        overrides this to wrap its own per-request object (see `runtime.mstar_adapter`)."""
+        overrides this to wrap its own per-request object (see `simharness.mstar.state`)."""
         return GraphState(self.specs[wg_id])
 
     def deliver(

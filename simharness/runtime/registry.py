@@ -1,11 +1,11 @@
 """Finding a runtime under test by name.
 
-Runtimes register under the ``simharness.runtimes`` entry-point group (the shipped ones do so in
-our own pyproject), so another package can add its own. ``module:Name`` also works, for a runtime
-that is not installed as a package. The built-in profiles are always available, even when the
-package metadata is missing (running from a source tree), and so is ``mstar`` (the adapter for
-the real mstar code) when the mstar-ai package can be imported; asking for ``mstar`` without it
-is a usage error that names the pip command.
+Every runtime goes the same way: a name in `BUILTIN` (the shipped ones, by import path, so that
+nothing is imported until a runtime is asked for), in the ``simharness.runtimes`` entry-point
+group (another package's), or ``module:Name`` (a runtime that is not installed as a package). A
+built-in name is never shadowed by a plugin. A runtime class that needs something not installed
+says so through its ``available()`` and ``install_hint``: it is listed, and asking for it is a
+usage error naming the command that installs what it needs.
 """
 
 from __future__ import annotations
@@ -15,29 +15,28 @@ import re
 from typing import Any
 
 from simharness.errors import UsageError
-from simharness.runtime.profiles import MstarPython, MstarRust, MstarRustPrefix
 from simharness.wording import hint
 
 GROUP = "simharness.runtimes"
-#: the reference profiles; always available and never shadowed by a plugin
-PROFILES: dict[str, type] = {cls.name: cls for cls in (MstarPython, MstarRustPrefix, MstarRust)}
+#: the shipped runtimes: name -> ``module:Class``. The profiles are our model of mstar; ``mstar``
+#: runs mstar-ai's own code and imports it (`simharness.mstar`), only when asked for.
+BUILTIN: dict[str, str] = {
+    "mstar-python": "simharness.runtime.profiles:MstarPython",
+    "mstar-rust-prefix": "simharness.runtime.profiles:MstarRustPrefix",
+    "mstar-rust": "simharness.runtime.profiles:MstarRust",
+    "mstar": "simharness.mstar.runtime:MstarRuntime",
+}
+#: the profiles: pure models, always available (what fuzzing and the quick checks run)
+PROFILES = ("mstar-python", "mstar-rust-prefix", "mstar-rust")
+
+#: ``module.path:Attribute``, both sides identifiers (``':'`` or ``'.x:y'`` are not).
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
-def _mstar_adapter():
-    # Imported when asked for: the adapter imports the mstar package, and the entry-point scan
-    # imports importlib.metadata; a run of a reference profile needs neither (start-up time).
-    from simharness.runtime import mstar_adapter
-
-    return mstar_adapter
-
-
-def builtin() -> dict[str, type]:
-    """The built-in runtimes: the profiles, and ``mstar`` when the mstar-ai package imports."""
-    found = dict(PROFILES)
-    adapter = _mstar_adapter()
-    if adapter.is_available():
-        found[adapter.MstarRuntime.name] = adapter.MstarRuntime
-    return found
+def load_path(path: str) -> Any:
+    """The attribute a ``module:Name`` path names (importing the module)."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def entry_points(group: str) -> Any:
@@ -48,26 +47,35 @@ def entry_points(group: str) -> Any:
 
 
 def available() -> dict[str, Any]:
-    """name -> entry point or class, built-ins first."""
-    found: dict[str, Any] = builtin()
+    """name -> ``module:Class`` (a built-in) or entry point (a plugin), built-ins first."""
+    found: dict[str, Any] = dict(BUILTIN)
     for ep in entry_points(group=GROUP):
         found.setdefault(ep.name, ep)
     return found
 
 
+def is_ready(cls: Any) -> bool:
+    """Whether a runtime class can run here (a class without ``available`` always can)."""
+    ready = getattr(cls, "available", None)
+    return ready() if callable(ready) else True
+
+
+def runnable() -> list[str]:
+    """The built-in runtimes that can run here, in `BUILTIN` order (``mstar`` needs mstar-ai)."""
+    return [name for name, path in BUILTIN.items() if is_ready(load_path(path))]
+
+
 def describe(target: Any) -> str:
     """One line about a registered runtime, for ``simharness runtimes``."""
-    if isinstance(target, type):
-        return _own_description(target)
+    path = target if isinstance(target, str) else target.value
     try:
-        cls = target.load()
+        cls = load_path(path) if isinstance(target, str) else target.load()
     except Exception as exc:  # a broken plugin must not break the listing
-        return f"cannot load {target.value}: {type(exc).__name__}: {exc}"
-    dist = getattr(getattr(target, "dist", None), "name", None)
-    desc = _own_description(cls) or target.value
-    adapter = _mstar_adapter()
-    if cls is adapter.MstarRuntime and not adapter.is_available():
-        desc = f"not installed: {adapter.PIP_INSTALL}"
+        return f"cannot load {path}: {type(exc).__name__}: {exc}"
+    desc = _own_description(cls) or path
+    if not is_ready(cls):
+        desc = f"not installed: {getattr(cls, 'install_hint', '')}"
+    dist = None if isinstance(target, str) else getattr(getattr(target, "dist", None), "name", None)
     return desc if dist in (None, "simharness") else f"{desc} (plugin from {dist})"
 
 
@@ -79,35 +87,32 @@ def _own_description(obj: Any) -> str:
     return own or (doc[0] if doc else "") or getattr(obj, "description", "") or ""
 
 
-#: ``module.path:Attribute``, both sides identifiers (``':'`` or ``'.x:y'`` are not).
-_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
-
-
 def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     """Build the runtime object for `name` (a registered name or ``module:Attr``)."""
-    # A profile wins over any plugin of the same name, so it needs no entry-point scan.
-    registered = PROFILES if name in PROFILES else available()
+    # A built-in wins over any plugin of the same name, so it needs no entry-point scan.
+    registered = BUILTIN if name in BUILTIN else available()
     if name in registered:
         target = registered[name]
         try:
-            obj = target if isinstance(target, type) else target.load()
+            obj = load_path(target) if isinstance(target, str) else target.load()
         except Exception as exc:  # a plugin that cannot be imported is the user's to fix
-            raise UsageError(f"cannot load runtime {name!r} ({target.value}): "
+            where = target if isinstance(target, str) else target.value
+            raise UsageError(f"cannot load runtime {name!r} ({where}): "
                              f"{type(exc).__name__}: {exc}") from None
     elif ":" in name:
         if not _IMPORT_PATH.fullmatch(name):
             raise UsageError(f"runtime {name!r}: expected a registered name or module:Name "
                              f"(a dotted module path, a colon, an attribute)")
-        module, _, attr = name.partition(":")
         try:
-            obj = getattr(importlib.import_module(module), attr)
+            obj = load_path(name)
         except Exception as exc:  # whatever importing the user's module raises
             raise UsageError(f"cannot load runtime {name!r}: {type(exc).__name__}: {exc}") from None
-    elif name == "mstar":
-        obj = _mstar_adapter().MstarRuntime  # its constructor names the pip command
     else:
-        raise UsageError(f"unknown runtime {name!r}{hint(name, [*registered, 'mstar'])} "
-                         f"(known: {', '.join(sorted({*registered, 'mstar'}))}; or module:Name)")
+        raise UsageError(f"unknown runtime {name!r}{hint(name, registered)} "
+                         f"(known: {', '.join(sorted(registered))}; or module:Name)")
+    if isinstance(obj, type) and not is_ready(obj):
+        raise UsageError(f"runtime {name!r} cannot run here: install what it needs with: "
+                         f"{getattr(obj, 'install_hint', '(no install hint given)')}")
     try:
         runtime = obj(**(options or {})) if isinstance(obj, type) else obj
     except (TypeError, ValueError) as exc:
@@ -119,3 +124,7 @@ def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     if not getattr(runtime, "name", None) or getattr(runtime, "name", None) == "reference":
         runtime.name = name
     return runtime
+
+
+__all__ = ["BUILTIN", "GROUP", "PROFILES", "available", "describe", "entry_points", "is_ready",
+           "load_path", "resolve", "runnable"]

@@ -17,8 +17,8 @@ stream); the pass that consumes the final chunk reports its partition done.
 
 from __future__ import annotations
 
-from simharness.runtime.signals import ORIGIN_STREAM, Signal
 from simharness.scenario.model import ChunkPolicySpec
+from simharness.signals import ORIGIN_STREAM, Signal
 
 
 class ChunkPolicy:

@@ -60,7 +60,6 @@ from simharness.runtime.messages import (
 from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol
 from simharness.runtime.rank import Completion
 from simharness.runtime.scheduler import Batch, MicroScheduler
-from simharness.runtime.signals import Signal
 from simharness.runtime.worker_parts import (
     KvPulls,
     Lockstep,
@@ -69,6 +68,7 @@ from simharness.runtime.worker_parts import (
     Speculation,
     Teardown,
 )
+from simharness.signals import Signal
 
 
 @lru_cache(maxsize=256)

@@ -37,7 +37,7 @@ from simharness.runtime.messages import (
     WorkerGraphsDoneMsg,
 )
 from simharness.runtime.scheduler import Batch
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 if TYPE_CHECKING:
     from simharness.runtime.rank import Completion

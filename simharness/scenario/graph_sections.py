@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simharness import fields as f
 from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
 from simharness.graph.derive import produced_names
@@ -27,7 +28,6 @@ from simharness.graph.ir import (
     StopRule,
     iter_nodes,
 )
-from simharness.scenario import fields as f
 from simharness.scenario.model import (
     DEFAULT_PARTITION,
     ChunkPolicySpec,

@@ -21,8 +21,9 @@ from typing import Any
 
 import msgspec
 
+from simharness import fields as f
 from simharness.errors import ScenarioError
-from simharness.scenario import fields as f
+from simharness.scenario import sources
 from simharness.scenario.graph_sections import (
     parse_node_facts,
     parse_partitions,
@@ -104,11 +105,10 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
                                               "mstar_model", "mstar_config", "mstar_options"))
     notes: list[str] = []
     resolved_graph = None
-    if "mstar_model" in graph:
-        # The walks come from mstar's own model code (simharness.mstar_import.reference).
-        from simharness.mstar_import.reference import resolve_graph
-
-        graph, model_notes = resolve_graph(graph, top["placement"], Path(base_dir))
+    graph_key = next((key for key in sources.GRAPH_SOURCES if key in graph), None)
+    if graph_key is not None:
+        # The walks come from elsewhere: mstar's own model code (simharness.mstar.reference).
+        graph, model_notes = sources.resolve_graph(graph_key, graph, top["placement"], Path(base_dir))
         resolved_graph = graph
         notes.extend(model_notes)
     elif "walks" not in graph:

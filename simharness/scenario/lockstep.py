@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
+from simharness import fields as f
 from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
-from simharness.placement.divide import group_of_nodes
-from simharness.scenario import fields as f
+from simharness.graph.divide import group_of_nodes
 from simharness.scenario.model import NodeGroup
 
 

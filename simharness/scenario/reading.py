@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from simharness.errors import ScenarioError
-from simharness.scenario.fields import describe
+from simharness.fields import describe
 
 #: Largest scenario file read (the shipped ones are a few KiB); PyYAML's Python parser reads about
 #: 1 MB a second, libyaml several times that.

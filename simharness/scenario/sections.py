@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from simharness import fields as f
 from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
-from simharness.placement.divide import group_of_nodes
-from simharness.scenario import fields as f
+from simharness.graph.divide import group_of_nodes
+from simharness.scenario import sources
 from simharness.scenario.lockstep import check_lockstep_groups
 from simharness.scenario.model import (
     FAULT_KINDS,
@@ -74,7 +75,7 @@ def _mstar_config(
     rel = f.string(raw["mstar_config"], "placement.mstar_config")
     path = Path(rel) if Path(rel).is_absolute() else base_dir / rel
     if not path.exists() and "/" not in rel:
-        path = _shipped_config(rel) or path
+        path = sources.shipped_config(rel) or path
     try:
         cfg = read_yaml(path, what="mstar config file")  # the same limits as a scenario
     except ScenarioError as err:
@@ -97,21 +98,6 @@ def _mstar_config(
     resolved = {"mstar_config": rel, "node_groups": cfg["node_groups"],
                 "max_concurrent_requests": cfg.get("max_concurrent_requests")}
     return placement, resolved
-
-
-def _shipped_config(name: str) -> Path | None:
-    """A config shipped in mstar-ai's ``default_configs`` (found without importing mstar)."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("mstar.default_configs")
-    except ImportError:
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / (
-        name if name.endswith(".yaml") else name + ".yaml")
-    return path if path.is_file() else None
 
 
 def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],

@@ -21,10 +21,10 @@ import graphlib
 
 from msgspec import Struct
 
+from simharness import fields as f
 from simharness.errors import ScenarioError
 from simharness.graph.analysis import WalkFacts
 from simharness.graph.ir import SPECIAL_DESTINATIONS, Edge, Node, iter_nodes
-from simharness.scenario import fields as f
 from simharness.scenario.model import RequestKind, Scenario
 from simharness.wording import hint
 

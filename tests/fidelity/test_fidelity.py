@@ -13,8 +13,10 @@ import os
 
 import pytest
 
+from simharness.mstar import package
+from simharness.mstar import placement as mstar_placement
+from simharness.mstar.runtime import MstarRuntime
 from simharness.run import run_scenario
-from simharness.runtime import mstar_adapter, mstar_placement
 from simharness.scenario import load_scenario
 from tests.conftest import SCENARIOS
 from tests.fidelity.agreement import disagreements
@@ -55,11 +57,11 @@ def test_generated_layouts_agree():
 
 
 def test_the_placement_is_mstar_s_own_where_it_imports():
-    model_cls, why = mstar_adapter.mstar_divider()
+    model_cls, why = package.mstar_divider()
     if model_cls is None:
         pytest.skip(f"mstar.model.base cannot be imported here ({why}); CI installs torch, "
                     f"triton, pyzmq and msgpack so that it can")
-    rt = mstar_adapter.MstarRuntime()
+    rt = MstarRuntime()
     assert rt.placement == "mstar" and rt.notes == []
     # Every generated layout was divided by mstar the same way as by us (or the runs above
     # would have raised PlacementMismatch); check a few directly, loop sets included.

@@ -81,9 +81,10 @@ def _start_up(raw: dict[str, Any], tmp: Path, monkeypatch: pytest.MonkeyPatch, w
     from mstar.distributed.base import ShardingConfig
     from mstar.model.base import Model
 
+    from simharness.mstar.convert import to_mstar
+    from simharness.mstar.package import graph_module
+    from simharness.mstar.placement import _ModelShape
     from simharness.placement.layout import Layout
-    from simharness.runtime.mstar_adapter import graph_module, to_mstar
-    from simharness.runtime.mstar_placement import _ModelShape
     from simharness.scenario import sections
 
     conductor = _conductor_module()

@@ -1,11 +1,11 @@
 """Each of mstar's chunk policies becomes the scenario's ``policy`` block with the sizes it was
-built with (``simharness.mstar_import.convert.chunk_policy``), whatever it has read so far."""
+built with (``simharness.mstar.convert.chunk_policy``), whatever it has read so far."""
 
 from __future__ import annotations
 
 import pytest
 
-from simharness.mstar_import.convert import chunk_policy
+from simharness.mstar.convert import chunk_policy
 from tests.helpers import needs_mstar
 
 pytestmark = needs_mstar()

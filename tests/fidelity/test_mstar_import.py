@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from simharness.cli import main
-from simharness.mstar_import.shape import shape_differences
+from simharness.mstar.shape import shape_differences
 from simharness.run import run_scenario
 from simharness.scenario import load_scenario
 from simharness.scenario.loader import parse_scenario
@@ -25,11 +25,11 @@ from tests.helpers import needs_mstar
 
 
 def _registry_imports() -> tuple[bool, str]:
-    from simharness.runtime import mstar_adapter
+    from simharness.mstar import package
 
-    if not mstar_adapter.is_available():
+    if not package.is_available():
         return False, "mstar-ai is not installed"
-    model_base, why = mstar_adapter.mstar_divider()
+    model_base, why = package.mstar_divider()
     return model_base is not None, why
 
 
@@ -41,7 +41,7 @@ pytestmark = [*needs_mstar(), pytest.mark.skipif(not _OK, reason=f"mstar's model
 
 def _config_names() -> list[str]:
     try:
-        from simharness.mstar_import.build import default_config_names
+        from simharness.mstar.package import default_config_names
 
         return default_config_names()
     except Exception:
@@ -53,7 +53,7 @@ _IMPORTED: dict[str, object] = {}
 
 def imported(name: str):
     """One import per config per session (the model classes import once anyway)."""
-    from simharness.mstar_import.build import import_config
+    from simharness.mstar.build import import_config
 
     if name not in _IMPORTED:
         with contextlib.redirect_stderr(io.StringIO()):

@@ -3,9 +3,9 @@ comparison must catch each one. Loaded by ``module:Name`` like any plugin runtim
 
 from __future__ import annotations
 
+from simharness.mstar.runtime import MstarRuntime
+from simharness.mstar.state import MstarGraphState, MstarRankRuntime
 from simharness.runtime.graph_spec import Semantics
-from simharness.runtime.mstar_adapter import MstarRuntime
-from simharness.runtime.mstar_state import MstarGraphState, MstarRankRuntime
 from simharness.runtime.profiles import MstarPython
 
 

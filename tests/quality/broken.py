@@ -11,9 +11,9 @@ import random
 from simharness.runtime.graph_state import GraphState
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
-from simharness.runtime.signals import Signal
 from simharness.runtime.streams import StreamBuffer
 from simharness.runtime.worker_loop import WorkerLoop
+from simharness.signals import Signal
 
 
 class _WithRank(MstarPython):

@@ -15,7 +15,7 @@ from real_backends import wire
 from real_backends.wire import Codec, Payload, WireError
 from simharness.placement.layout import Assignment
 from simharness.runtime import messages
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,13 +8,13 @@ import pytest
 
 from simharness.cli import main
 from simharness.compare import compact, first_divergence
-from simharness.runtime import mstar_adapter
+from simharness.mstar import package
 
 ARMS = ["mstar-python", "mstar-rust-prefix", "mstar-rust"]
 
 
 def _arms():
-    return ARMS + (["mstar"] if mstar_adapter.is_available() else [])
+    return ARMS + (["mstar"] if package.is_available() else [])
 
 
 def _row(out: str, walk: str, node: str) -> list[str]:

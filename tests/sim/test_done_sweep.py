@@ -61,7 +61,7 @@ def checked(monkeypatch):
 
     classes = {RankRuntime}
     try:
-        from simharness.runtime.mstar_state import MstarRankRuntime
+        from simharness.mstar.state import MstarRankRuntime
         classes.add(MstarRankRuntime)
     except ImportError:  # mstar-ai is not installed: the profiles alone
         pass
@@ -72,7 +72,7 @@ def checked(monkeypatch):
     return found
 
 
-@pytest.mark.parametrize("runtime", sorted(registry.builtin()))
+@pytest.mark.parametrize("runtime", registry.runnable())
 @pytest.mark.parametrize("name", SHIPPED)
 def test_no_worker_graph_is_left_done_after_any_call(checked, name, runtime):
     sc = load_scenario(SCENARIOS / name)

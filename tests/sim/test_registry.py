@@ -6,7 +6,8 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint
 
 from simharness.cli import main
-from simharness.runtime import mstar_adapter, registry
+from simharness.mstar import package
+from simharness.runtime import registry
 
 
 def test_module_name_runs_end_to_end(scenarios_dir, capsys):
@@ -49,7 +50,7 @@ def test_a_broken_plugin_does_not_break_the_listing(monkeypatch, capsys):
 def test_mstar_is_listed_with_how_to_get_it(capsys):
     assert main(["runtimes"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("mstar "))
-    if mstar_adapter.is_available():
+    if package.is_available():
         assert "the real mstar graph code" in line
     else:
-        assert mstar_adapter.PIP_INSTALL in line
+        assert package.PIP_INSTALL in line

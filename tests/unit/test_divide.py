@@ -80,7 +80,7 @@ def test_replicas_are_chosen_per_request_per_group():
 
 
 def test_the_last_group_that_lists_a_node_for_the_walk_wins():
-    from simharness.placement.divide import group_of_nodes
+    from simharness.graph.divide import group_of_nodes
 
     groups = [(("a", "b"), None), (("b",), ("other",)), (("a", "c"), ("w",)), (("zz",), None)]
     got = group_of_nodes(["c", "b", "a", "d"], "w", groups)

@@ -5,7 +5,7 @@ import itertools
 from simharness.graph.ir import Edge, Loop, Node, Sequential
 from simharness.runtime.graph_spec import GraphSpec, Semantics
 from simharness.runtime.graph_state import CURRENT, NEXT, PARKED, REJECTED, GraphState
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 from tests.factories import denoise_loop, denoise_start, route_back
 
 _seq = itertools.count()

@@ -225,7 +225,7 @@ def test_the_records_built_positionally_on_the_hot_path_keep_their_field_order()
     # would shift every value into the wrong field without an error: this pins the order those
     # call sites were written against. Change them together.
     from simharness.runtime.messages import InputSignals
-    from simharness.runtime.signals import Signal
+    from simharness.signals import Signal
 
     assert Signal.__struct_fields__ == (
         "name", "dest", "persist", "new_token", "nbytes", "src", "src_rank", "walk", "pass_no",

@@ -14,15 +14,25 @@ PKG = Path(__file__).resolve().parents[2] / "simharness"
 
 RULES = {
     "runtime": ("simharness.engine", "simharness.drive", "simharness.checks", "simharness.report",
-                "simharness.cli"),
-    "graph": ("simharness.engine", "simharness.checks", "simharness.runtime", "simharness.placement"),
-    "placement": ("simharness.engine", "simharness.checks", "simharness.runtime"),
-    "scenario": ("simharness.engine", "simharness.checks", "simharness.runtime"),
-    "engine": ("simharness.checks", "simharness.report", "simharness.cli"),
+                "simharness.cli", "simharness.commands", "simharness.mstar"),
+    "graph": ("simharness.engine", "simharness.checks", "simharness.runtime", "simharness.placement",
+              "simharness.scenario", "simharness.mstar"),
+    "placement": ("simharness.engine", "simharness.checks", "simharness.runtime", "simharness.mstar"),
+    # the loader reaches mstar's model code by name (scenario.sources), never by import
+    "scenario": ("simharness.engine", "simharness.checks", "simharness.runtime", "simharness.mstar",
+                 "simharness.placement"),
+    "engine": ("simharness.checks", "simharness.report", "simharness.cli", "simharness.commands"),
     # the driver core: shared by the simpy engine and the real processes, above the runtime model
-    "drive": ("simharness.engine", "simharness.checks", "simharness.report", "simharness.cli"),
-    "checks": ("simharness.engine", "simharness.runtime"),
+    "drive": ("simharness.engine", "simharness.checks", "simharness.report", "simharness.cli",
+              "simharness.commands"),
+    "checks": ("simharness.engine", "simharness.runtime", "simharness.drive", "simharness.mstar"),
+    # the report draws what a run recorded; each command builds its own page from its parts
+    "report": ("simharness.commands", "simharness.cli", "simharness.compare", "simharness.sweep"),
+    "faults": ("simharness.engine", "simharness.runtime", "simharness.scenario"),
 }
+#: the bottom layer: shared vocabulary, which imports nothing of simharness but itself
+VOCABULARY = ("errors", "records", "rng", "ridmap", "fileio", "interrupts", "signals", "events",
+              "fields", "wording")
 NEVER = ("zmq", "torch")
 
 
@@ -44,6 +54,34 @@ def test_imports_point_one_way():
             for mod in _imports(f):
                 if mod.startswith(forbidden):
                     bad.append(f"{f.relative_to(PKG)} imports {mod}")
+    assert bad == []
+
+
+def test_the_vocabulary_imports_only_itself():
+    allowed = {f"simharness.{m}" for m in VOCABULARY} | {"simharness"}
+    bad = [f"{m}.py imports {mod}" for m in VOCABULARY for mod in _imports(PKG / f"{m}.py")
+           if mod.startswith("simharness") and mod not in allowed]
+    assert bad == []
+
+
+def test_only_the_mstar_wing_imports_mstar():
+    """mstar-ai is imported by simharness/mstar/ alone (Hypothesis' extra/ rule), and that wing
+    only by the command line, lazily: the rest reaches it by name (the runtime registry, the
+    scenario's graph sources)."""
+    bad = []
+    for f in PKG.rglob("*.py"):
+        inside = f.is_relative_to(PKG / "mstar")
+        tree = ast.parse(f.read_text())
+        top = {id(n) for n in tree.body}
+        for n in ast.walk(tree):
+            mods = ([a.name for a in n.names] if isinstance(n, ast.Import)
+                    else [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
+            for m in mods:
+                if m.split(".")[0] == "mstar" and not inside:
+                    bad.append(f"{f.relative_to(PKG)} imports {m}")
+                if m.startswith("simharness.mstar") and not inside and (
+                        id(n) in top or f.parent.name not in ("simharness", "commands")):
+                    bad.append(f"{f.relative_to(PKG)} imports {m}")
     assert bad == []
 
 

@@ -6,12 +6,16 @@ from __future__ import annotations
 import pytest
 
 from simharness.errors import UsageError
+from simharness.mstar import convert, package
+from simharness.mstar import placement as mstar_placement
+from simharness.mstar import state as mstar_state
+from simharness.mstar.runtime import MstarRuntime
 from simharness.placement.layout import Layout
 from simharness.run import run_scenario
-from simharness.runtime import mstar_adapter, mstar_placement, mstar_state, registry
+from simharness.runtime import registry
 from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED
-from simharness.runtime.signals import ORIGIN_WALK_START, Signal
 from simharness.scenario import load_scenario
+from simharness.signals import ORIGIN_WALK_START, Signal
 from tests.conftest import SCENARIOS
 from tests.helpers import build, needs_mstar, split_loop
 
@@ -22,9 +26,9 @@ def _sig(name, dest, seq=1):
 
 def test_without_mstar_ai_the_runtime_names_the_pip_command(monkeypatch):
     import sys
-    monkeypatch.setattr(mstar_adapter, "_GRAPH", None)
+    monkeypatch.setattr(package, "_GRAPH", None)
     monkeypatch.setitem(sys.modules, "mstar.graph.graph_io", None)  # makes the import fail
-    assert not mstar_adapter.is_available()
+    assert not package.is_available()
     with pytest.raises(UsageError) as exc:
         registry.resolve("mstar")
     assert "pip install --no-deps --ignore-requires-python mstar-ai==0.2.1" in str(exc.value)
@@ -33,7 +37,7 @@ def test_without_mstar_ai_the_runtime_names_the_pip_command(monkeypatch):
 @pytest.fixture
 def split_rank():
     sc = build(split_loop(max_iters=3))
-    rt = mstar_adapter.MstarRuntime()
+    rt = MstarRuntime()
     lay = Layout.build(sc)
     rank = rt.build_rank(1, lay)
     rank.admit("r0", "w", 0, lay.assign(lambda n: 0))
@@ -74,7 +78,7 @@ class TestStateLivesInMstar:
         st = split_rank.requests["r0"].states["w#1"]
         sig = _sig("y", "B")
         edge = GraphEdge(next_node="B", name="y")
-        setattr(edge, mstar_adapter.CARRIES, sig)
+        setattr(edge, convert.CARRIES, sig)
         assert st.io.ingest_input(edge)  # straight into mstar, not through the wrapper
         assert st.inputs("B") == {"y": sig}
         st.io.loops["L"].curr_iter = 2
@@ -158,7 +162,7 @@ class TestStateLivesInMstar:
                     seen.append(st.io.loops["denoise"].curr_iter)
 
         peek = Peek()
-        sim = Simulation(sc, mstar_adapter.MstarRuntime(), observers=[peek])
+        sim = Simulation(sc, MstarRuntime(), observers=[peek])
         peek.sim = sim
         sim.run()
         # After each forward the real Loop object has advanced (and is reset after the last).
@@ -170,26 +174,26 @@ class TestStateLivesInMstar:
 class TestPlacement:
     def test_without_mstar_model_base_ours_is_used_and_said(self, monkeypatch, capsys):
         from simharness.cli import main
-        monkeypatch.setattr(mstar_adapter, "_DIVIDE", (None, "ModuleNotFoundError: No module named 'torch'"))
-        rt = mstar_adapter.MstarRuntime()
+        monkeypatch.setattr(package, "_DIVIDE", (None, "ModuleNotFoundError: No module named 'torch'"))
+        rt = MstarRuntime()
         assert rt.placement == "simharness"
         assert "cannot be imported" in rt.notes[0] and "simharness's placement" in rt.notes[0]
         assert main(["run", str(SCENARIOS / "bagel_cfg.yaml"), "--runtime", "mstar"]) == 0
         assert "note: runtime mstar: mstar.model.base cannot be imported" in capsys.readouterr().err
         with pytest.raises(UsageError, match="placement 'mstar' needs mstar.model.base"):
-            mstar_adapter.MstarRuntime(placement="mstar")
+            MstarRuntime(placement="mstar")
 
     def test_our_placement_converted_gives_the_same_run(self):
         from simharness.engine.simulation import Simulation
         sc = load_scenario(SCENARIOS / "bagel_cfg.yaml")
         a = run_scenario(sc, "mstar")
-        b = Simulation(sc, mstar_adapter.MstarRuntime(placement="simharness")).run()
+        b = Simulation(sc, MstarRuntime(placement="simharness")).run()
         assert a.result.recorder.digest() == b.recorder.digest()
 
     def test_a_different_division_is_refused(self):
         lay = Layout.build(build(split_loop()))
         wg = lay.by_id["w#0"]
         other = lay.by_id["w#1"]
-        theirs = mstar_adapter.to_mstar(other.section)
+        theirs = convert.to_mstar(other.section)
         with pytest.raises(mstar_placement.PlacementMismatch, match="worker graph w#0"):
             mstar_placement.check_same_worker_graph(wg.id, wg.section, wg.group, theirs, other.group)

@@ -79,7 +79,7 @@ def test_a_scenario_compares_without_its_source_and_survives_a_round_trip(tmp_pa
 
 #: modules a plain ``simharness run`` imports that define value records
 RUN_PATH = ("simharness.scenario.model", "simharness.graph.ir", "simharness.graph.analysis",
-            "simharness.graph.derive", "simharness.placement.layout", "simharness.placement.divide",
+            "simharness.graph.derive", "simharness.placement.layout", "simharness.graph.divide",
             "simharness.runtime.graph_spec", "simharness.runtime.protocol",
             "simharness.runtime.conductor", "simharness.drive.core", "simharness.scenario.validate")
 

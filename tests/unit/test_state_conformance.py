@@ -16,7 +16,7 @@ from simharness.graph.ir import Edge, Loop, Node, Sequential
 from simharness.runtime.graph_spec import GraphSpec, Semantics
 from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphState
 from simharness.runtime.protocol import WorkerGraphState
-from simharness.runtime.signals import ORIGIN_WALK_START, Signal
+from simharness.signals import ORIGIN_WALK_START, Signal
 from tests.factories import denoise_loop, denoise_start, route_back
 from tests.helpers import needs_mstar
 
@@ -33,11 +33,11 @@ def ours(section) -> WorkerGraphState:
 
 
 def mstar(section) -> WorkerGraphState:
-    from simharness.runtime import mstar_adapter
-    from simharness.runtime.mstar_state import MstarGraphState
+    from simharness.mstar import convert
+    from simharness.mstar.state import MstarGraphState
 
     spec = GraphSpec("w#0", "w", section, Semantics())
-    return MstarGraphState(spec, mstar_adapter.to_mstar(section))
+    return MstarGraphState(spec, convert.to_mstar(section))
 
 
 STATES = [pytest.param(ours, id="graph_state"),

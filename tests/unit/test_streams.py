@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simharness.runtime.signals import Signal
 from simharness.runtime.streams import StreamBuffer
 from simharness.scenario.model import ChunkPolicySpec
+from simharness.signals import Signal
 
 
 def _items(n):

@@ -1,13 +1,18 @@
-"""mstar graph objects -> the scenario schema's plain data.
+"""Our graph IR and mstar's graph classes, both ways.
 
-One function per mstar class: ``GraphNode`` -> ``{node, inputs, outputs, async}``, ``GraphEdge``
--> ``{name, to, persist, new_token}`` (``EMIT_TO_CLIENT`` is ``client``, the empty destination
-``conductor``; a ``StreamingGraphEdge`` sets ``stream``), ``Sequential`` / ``Parallel`` / ``Loop``
-as themselves, and the topology's ``Connection`` with its chunk policy -> ``graph.streams``.
+Ours -> mstar (`to_mstar`): the scenario's walks become mstar ``GraphNode`` / ``Sequential`` /
+``Parallel`` / ``Loop`` objects, so loops derive their own external and loop-back inputs; each
+mstar ``GraphEdge`` carries the scenario `Edge` it stands for (`CARRIES`, `Carried`), so that
+routing, traces and checks keep our identities.
 
-mstar keeps a node's inputs in a set; the scenario lists them sorted so that an import is the
-same text every time. A loop mstar names with a fresh uuid (no ``name=``) gets ``WALK.loopN``,
-the name our loader would give it, with a note: its name is not stable across two imports.
+mstar -> ours (`WalkConverter`, `edge`, `connection`): one function per mstar class:
+``GraphNode`` -> ``{node, inputs, outputs, async}``, ``GraphEdge`` -> ``{name, to, persist,
+new_token}`` (``EMIT_TO_CLIENT`` is ``client``, the empty destination ``conductor``; a
+``StreamingGraphEdge`` sets ``stream``), ``Sequential`` / ``Parallel`` / ``Loop`` as themselves,
+and the topology's ``Connection`` with its chunk policy -> ``graph.streams``. mstar keeps a
+node's inputs in a set; the scenario lists them sorted so that an import is the same text every
+time. A loop mstar names with a fresh uuid (no ``name=``) gets ``WALK.loopN``, the name our
+loader would give it, with a note: its name is not stable across two imports.
 """
 
 from __future__ import annotations
@@ -15,12 +20,78 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simharness.graph.ir import CLIENT, CONDUCTOR
+from simharness.graph.ir import CLIENT, CONDUCTOR, Edge, Loop, Node, Parallel, Section, Sequential
+from simharness.mstar.package import graph_module
 
 #: mstar's special destinations (``mstar/graph/special_destinations.py``)
 EMIT_TO_CLIENT = "emit_to_client"
 EMPTY_DESTINATION = ""
+#: the attribute on an mstar GraphEdge that carries our Edge (declared) or Signal (ingested)
+CARRIES = "_simharness"
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+# -- ours -> mstar ----------------------------------------------------------------------------
+
+
+class Carried:
+    """Our scenario `Edge`, riding on an mstar GraphEdge. Deep copies share it (mstar deep-copies
+    a worker graph's section per request; the declared edge it stands for is the same)."""
+
+    __slots__ = ("edge",)
+
+    def __init__(self, edge: Edge) -> None:
+        self.edge = edge
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Carried:
+        return self
+
+
+def dest_of(to: str) -> str:
+    """mstar's destination for one of ours: ``client`` and ``conductor`` are its special ones."""
+    if to == CLIENT:
+        return EMIT_TO_CLIENT
+    if to == CONDUCTOR:
+        return EMPTY_DESTINATION
+    return to
+
+
+def _graph_edge(g: Any, edge: Edge) -> Any:
+    ge = g.GraphEdge(next_node=dest_of(edge.to), name=edge.name, persist=edge.persist,
+                     conductor_new_token=edge.new_token)
+    setattr(ge, CARRIES, Carried(edge))
+    return ge
+
+
+def to_mstar(section: Section, g: Any | None = None) -> Any:
+    """Build mstar graph objects for one of our sections.
+
+    A loop as written gets no ``_external_inputs`` / ``_loop_back_inputs``: mstar derives them
+    from the body. A per-worker-graph copy made by our placement passes its sets explicitly, as
+    mstar's placement does.
+    """
+    g = g or graph_module()
+    if isinstance(section, Node):
+        return g.GraphNode(name=section.name, input_names=set(section.inputs),
+                           outputs=[_graph_edge(g, e) for e in section.outputs],
+                           enable_async_scheduling=section.async_scheduling)
+    if isinstance(section, Sequential):
+        return g.Sequential([to_mstar(s, g) for s in section.sections])
+    if isinstance(section, Parallel):
+        return g.Parallel([to_mstar(s, g) for s in section.sections])
+    assert isinstance(section, Loop)
+    return g.Loop(
+        section=to_mstar(section.body, g),
+        max_iters=section.max_iters,
+        outputs=[_graph_edge(g, e) for e in section.outputs],
+        name=section.name,
+        accumulated_outputs=[_graph_edge(g, e) for e in section.accumulated_outputs],
+        _external_inputs=None if section.ext_inputs is None else set(section.ext_inputs),
+        _loop_back_inputs=None if section.loop_back is None else set(section.loop_back),
+    )
+
+
+# -- mstar -> ours ----------------------------------------------------------------------------
 
 
 class WalkConverter:

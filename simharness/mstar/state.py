@@ -3,7 +3,7 @@
 `MstarGraphState` implements the `WorkerGraphState` protocol (`simharness.runtime.protocol`)
 over a real ``mstar.graph.graph_io.WorkerGraphIO`` (a deep copy of the worker graph's section
 per request, as mstar's ``WorkerGraphQueues.add_request`` makes it); `MstarRankRuntime` is our
-`RankRuntime` routing over such states. The `mstar` runtime (`mstar_adapter`) builds them.
+`RankRuntime` routing over such states. The `mstar` runtime (`simharness.mstar.runtime`) builds them.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from simharness.graph.ir import Edge
+from simharness.mstar.convert import CARRIES, Carried
+from simharness.mstar.package import graph_module
 from simharness.placement.layout import Layout
 from simharness.runtime.graph_spec import GraphSpec, Semantics
 from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphState, loop_at_rest
-from simharness.runtime.mstar_adapter import CARRIES, _Carried, graph_module
 from simharness.runtime.rank import RankRuntime
-from simharness.runtime.signals import Signal
+from simharness.signals import Signal
 
 # ---------------------------------------------------------------------------------------------
 # one request in one worker graph
@@ -194,7 +195,7 @@ class MstarGraphState:
         items: list[Edge | Signal] = []
         for ge in done.output_edges:
             carried = getattr(ge, CARRIES, None)
-            if isinstance(carried, _Carried):
+            if isinstance(carried, Carried):
                 items.append(carried.edge)
             elif isinstance(carried, Signal):
                 items.append(carried)

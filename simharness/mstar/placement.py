@@ -1,6 +1,6 @@
 """mstar's own division of walks into worker graphs, checked against our `Layout`.
 
-The ``mstar`` runtime (`mstar_adapter`) divides each walk with mstar's
+The ``mstar`` runtime (`simharness.mstar.runtime`) divides each walk with mstar's
 ``Model._get_worker_graphs_for_graph_walk`` when ``mstar.model.base`` imports, and matches the
 pieces against the layout the drivers run: shape, node group, and each loop copy's external
 inputs, loop-back inputs and kept outputs. A difference stops the run (`PlacementMismatch`).
@@ -8,13 +8,13 @@ inputs, loop-back inputs and kept outputs. A difference stops the run (`Placemen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from simharness.graph.derive import loop_back_pairs, loop_external_inputs
-from simharness.graph.ir import Loop, Section
-from simharness.placement.layout import Layout
-from simharness.runtime.mstar_adapter import _dest, graph_module, to_mstar
+from simharness.graph.ir import Section, iter_loops
+from simharness.mstar.convert import dest_of, to_mstar
+from simharness.mstar.package import graph_module
+from simharness.placement.layout import Layout, section_shape
 
 
 class PlacementMismatch(RuntimeError):
@@ -98,15 +98,13 @@ def check_same_worker_graph(wg_id: str, ours: Section, group: int, theirs: Any, 
                             g: Any | None = None) -> None:
     """Raise `PlacementMismatch` unless an mstar worker graph matches ours: shape, node group,
     and for every loop copy its external inputs, loop-back inputs and kept outputs."""
-    from simharness.placement.layout import _shape
-
     g = g or graph_module()
     problems = []
-    if _shape(ours) != mstar_shape(theirs, g):
-        problems.append(f"shape {mstar_shape(theirs, g)} (simharness: {_shape(ours)})")
+    if section_shape(ours) != mstar_shape(theirs, g):
+        problems.append(f"shape {mstar_shape(theirs, g)} (simharness: {section_shape(ours)})")
     if group != their_group:
         problems.append(f"node group {their_group} (simharness: {group})")
-    our_loops = {lp.name: lp for lp in _iter_loops(ours)}
+    our_loops = {lp.name: lp for lp in iter_loops(ours)}
     for name, lp in theirs.get_loops().items():
         mine = our_loops.get(name)
         if mine is None:
@@ -115,17 +113,11 @@ def check_same_worker_graph(wg_id: str, ours: Section, group: int, theirs: Any, 
             ("external inputs", set(lp._external_inputs), set(loop_external_inputs(mine))),
             ("loop-back inputs", set(lp._loop_back_inputs), set(loop_back_pairs(mine))),
             ("outputs", [(e.name, e.next_node) for e in lp.outputs + lp.accumulated_outputs],
-             [(e.name, _dest(e.to)) for e in mine.outputs + mine.accumulated_outputs]),
+             [(e.name, dest_of(e.to)) for e in mine.outputs + mine.accumulated_outputs]),
         ):
             if real != model:
                 problems.append(f"loop {name!r} {what} {sorted(real)} (simharness: {sorted(model)})")
     if problems:
         raise PlacementMismatch(f"worker graph {wg_id}: mstar's placement gives " + "; ".join(problems))
-
-
-def _iter_loops(section: Section) -> Iterator[Loop]:
-    from simharness.graph.ir import iter_loops
-
-    return iter_loops(section)
 
 

@@ -25,7 +25,7 @@ import msgspec
 from msgspec import Struct
 
 from simharness.errors import UsageError
-from simharness.mstar_import.stubs import stubbed_imports
+from simharness.mstar.stubs import stubbed_imports
 
 #: registry name -> (config module, config class or factory, its arguments): the model's config
 #: with the defaults of its own config code (what a checkpoint's config.json would override)

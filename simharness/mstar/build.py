@@ -14,7 +14,6 @@ conductor code (`derive`).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +23,10 @@ import yaml
 
 from simharness.errors import ScenarioError, UsageError
 from simharness.graph.ir import CONDUCTOR
-from simharness.mstar_import.convert import WalkConverter, connection
-from simharness.mstar_import.models import MODEL_DEFAULTS, build_model
+from simharness.mstar.convert import WalkConverter, connection
+from simharness.mstar.models import MODEL_DEFAULTS, build_model
+from simharness.mstar.package import PINNED, default_config_names, resolve_config
 
-PINNED = "0.2.1"
 #: node-group keys that mean something to placement (mstar's others are its business)
 GROUP_KEYS = ("node_names", "ranks", "graph_walks", "tp_size", "sp_size")
 DEFAULT_PARTITION = "default"
@@ -60,36 +59,8 @@ class Imported:
         return "\n".join(head) + "\n" + text
 
 
-def default_configs_dir() -> Path:
-    try:
-        spec = importlib.util.find_spec("mstar.default_configs")
-    except ImportError:
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
-        raise UsageError(f"mstar-ai is not installed; install it with: pip install --no-deps "
-                         f"--ignore-requires-python mstar-ai=={PINNED}")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def default_config_names() -> list[str]:
-    return sorted(p.stem for p in default_configs_dir().glob("*.yaml"))
-
-
-def resolve_config(config: str) -> Path:
-    """A config file path, or the name of a config shipped in mstar's ``default_configs``."""
-    path = Path(config)
-    if path.is_file():
-        return path
-    if "/" not in config and "\\" not in config:
-        shipped = default_configs_dir() / (config if config.endswith(".yaml") else config + ".yaml")
-        if shipped.is_file():
-            return shipped
-    raise UsageError(f"{config}: neither a config file nor a config shipped with mstar-ai "
-                     f"(shipped: {', '.join(default_config_names())})")
-
-
 def read_config(path: Path) -> dict[str, Any]:
-    from simharness.scenario.loader import read_yaml
+    from simharness.scenario.reading import read_yaml
 
     cfg = read_yaml(path)
     if not isinstance(cfg.get("model"), str):
@@ -219,7 +190,7 @@ def _request_kinds(model: Any, defaults: Any, walks: dict[str, Any], part_walks:
     """Request kinds: per default request shape, the walks the model's conductor code picks
     (`derive`); without shapes (or none derivable), a generic kind per walk. Returns the kinds
     and notes on what could not be derived."""
-    from simharness.mstar_import.derive import DeriveError, derive_steps
+    from simharness.mstar.derive import DeriveError, derive_steps
 
     notes: list[str] = []
     out: dict[str, Any] = {}

@@ -30,7 +30,8 @@ REFERENCE_KEYS = ("mstar_model", "mstar_config", "mstar_options")
 
 def resolve_graph(graph: dict[str, Any], placement: Any, base_dir: Path) -> tuple[dict[str, Any], list[str]]:
     """The ``graph`` mapping with the model's walks filled in, and the import's notes."""
-    from simharness.mstar_import.build import import_graph, read_config, resolve_config
+    from simharness.mstar.build import import_graph, read_config
+    from simharness.mstar.package import resolve_config
 
     for key in FROM_MODEL:
         if key in graph:
