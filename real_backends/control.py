@@ -19,7 +19,7 @@ from typing import Any
 
 from simharness.drive.core import ConductorFinal, RankFinal, RequestPosition
 from simharness.events import BlockedNode
-from simharness.runtime.conductor import StallPosition
+from simharness.runtime.protocol import StallPosition
 
 _msg = dataclass(frozen=True, kw_only=True, slots=True)
 

@@ -51,9 +51,10 @@ from real_backends import teardown
 from real_backends.transport import Endpoints, Transport, endpoint_name
 from simharness import events as ev
 from simharness import interrupts
-from simharness.checks import Violation, builtin_checks
+from simharness.checks import Violation
 from simharness.drive.core import (
     QUIESCENCE,
+    RUNAWAY,
     TIMEOUT,
     RequestPosition,
     Stalls,
@@ -61,12 +62,11 @@ from simharness.drive.core import (
     Workload,
     run_ended,
 )
-from simharness.engine.simulation import SimResult
+from simharness.drive.result import RunResult
+from simharness.drive.runaway import RunawayGuard
 from simharness.errors import ScenarioError
 from simharness.placement.layout import Layout
-from simharness.run import RunReport, build_runtime, judge, with_seed
-from simharness.runtime.api_client import ApiClient
-from simharness.runtime.assembly import policy_of
+from simharness.run import RunChecks, RunReport, build_runtime, with_seed
 from simharness.runtime.effects import Arrived
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
 from simharness.runtime.protocol import LoopPolicy
@@ -161,7 +161,7 @@ class Launcher:
         #: name: a ``module:Class`` subclass of a profile keeps the profile's name, and a
         #: profile's name alone drops the scenario's ``runtime.options``.
         self.runtime_spec = runtime_name
-        self.policy: LoopPolicy = policy_of(self.runtime)
+        self.policy: LoopPolicy = self.runtime.policy
         self.layout = Layout.build(scenario)
         self.options = options
         self.deadline_s = deadline_s
@@ -169,9 +169,13 @@ class Launcher:
         self.t0 = 0.0
         self.own_events: list[Any] = []
         self.batches: dict[int, list[Any]] = {}
-        self.client = ApiClient(self.policy)
+        self.client = self.runtime.build_client()
         self.workload = Workload(scenario)
         self.stalls = Stalls(self, self.client, self.own_events.append)
+        #: the runaway guard, fed as events arrive; the main loop reads its trips
+        self.guard = RunawayGuard(scenario)
+        self._trips_handled = 0
+        self._cut: set[str] = set()
         self.children: dict[int, _Child] = {}
         self.violations: list[Violation] = []
         self.sent = 0
@@ -319,6 +323,9 @@ class Launcher:
         t = type(msg)
         if t is ctl.EventBatch:
             self.batches.setdefault(msg.endpoint, []).extend(msg.events)
+            see = self.guard.see
+            for e in msg.events:
+                see(e)
         elif t is ctl.ProbeReply:
             if msg.round == self._round:
                 self._probe_replies[msg.endpoint] = msg
@@ -375,9 +382,9 @@ class Launcher:
         return tuple(sorted((ep, r.sent, r.handled) for ep, r in replies.items())) + (self.sent,
                                                                                    self.handled)
 
-    def _stall_all(self, reason: str) -> None:
-        """Ask the conductor where every unfinished request stands and let the core report and
-        abort the stalled ones (`Stalls.stall`)."""
+    def _stall_all(self, reason: str, only: str | None = None) -> None:
+        """Ask the conductor where every unfinished request stands (or request `only`) and let
+        the core report and abort the stalled ones (`Stalls.stall`)."""
         self._round += 1
         rnd = self._round
         self.send(CONDUCTOR_ID, ctl.StallQuery(round=rnd))
@@ -385,7 +392,21 @@ class Launcher:
             unfinished = self._stall_info.pop(rnd)
         else:
             unfinished = [RequestPosition(rid=rid, position=None) for rid in self.unfinished()]
+        if only is not None:
+            unfinished = [p for p in unfinished if p.rid == only]
         self.stalls.stall(reason, unfinished)
+
+    def _runaway(self) -> bool:
+        """The guard tripped: tear the request down, as the simulation does (a `Stalled` with
+        reason runaway); True when a request already torn down still grows (the run ends)."""
+        while self._trips_handled < self.guard.trips:
+            rid = self.guard.runaways[self._trips_handled].rid
+            self._trips_handled += 1
+            if rid in self._cut or rid not in self.unfinished():
+                return True
+            self._cut.add(rid)
+            self._stall_all(RUNAWAY, only=rid)
+        return False
 
     # -- the StallPort of the core ----------------------------------------------------------------
 
@@ -452,6 +473,9 @@ class Launcher:
         while True:
             if self.transport.wait(5):
                 self.transport.drain(self._dispatch)
+            if self.guard.trips != self._trips_handled and self._runaway():
+                self.end = "runaway"
+                return
             now = self.now()
             dead = self._dead()
             if dead:
@@ -603,8 +627,10 @@ class Launcher:
                              "log_tail": c.stuck or self._log_tail(c)}))
 
     def _report(self, end_t: float, wall: float) -> RunReport:
-        checks = builtin_checks(self.scenario, self.layout)
-        recorder = Recorder(checks)
+        # The events, merged in time order, go through the same checks and runaway guard as a
+        # simulated run's.
+        watch = RunChecks(self.scenario, self.layout)
+        recorder = Recorder(watch.observers)
         order = [CLIENT_ID, CONDUCTOR_ID, *range(self.num_ranks)]
         streams = {CLIENT_ID: self.own_events, **self.batches}
         merged = sorted(
@@ -618,10 +644,9 @@ class Launcher:
                                     finals.get(CONDUCTOR_ID)))
         outcomes = self.workload.final_outcomes()
         # An interrupted run ends mid-way: its open requests are no verdict on the runtime.
-        violations = self.violations + (judge(checks, self.scenario, self.layout, outcomes)
-                                        if self.end != "interrupted" else [])
-        result = SimResult(self.scenario, self.runtime_name, self.layout, recorder, end_t, outcomes,
-                           notes=self._fault_notes(end_t))
+        violations = self.violations + (watch.judge(outcomes) if self.end != "interrupted" else [])
+        result = RunResult(self.scenario, self.runtime_name, self.layout, recorder, end_t, outcomes,
+                           notes=self._fault_notes(end_t), forward_log=watch.forward_log)
         opts = self.options
         extra = {
             "device": opts.device, "time_scale": opts.time_scale,

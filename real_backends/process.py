@@ -39,13 +39,11 @@ from simharness.drive.worker import worker_main
 from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.run import build_runtime, with_seed
-from simharness.runtime.assembly import build_conductor, build_worker_loop, policy_of
 from simharness.runtime.effects import Abort, Arrived, Effects, Received, Submit
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy
 from simharness.runtime.rank import Completion
-from simharness.runtime.stall import blocked_nodes
 from simharness.scenario.loader import parse_scenario
 from simharness.scenario.model import Scenario
 from simharness.signals import Signal
@@ -77,7 +75,7 @@ class _Process:
         self.endpoint = endpoint
         self.scenario = scenario_from_config(cfg)
         self.runtime = build_runtime(self.scenario, cfg["runtime"])
-        self.policy: LoopPolicy = policy_of(self.runtime)
+        self.policy: LoopPolicy = self.runtime.policy
         self.layout = Layout.build(self.scenario)
         ep = cfg["endpoints"]
         self.transport = Transport(endpoint, Endpoints(ep["spec"], ep["run_dir"]))
@@ -171,7 +169,7 @@ class RankProcess(_Process):
         self.rank = rank
         self.device = select_device(cfg["device"], rank)
         self.fake_nodes = FakeNodes(self.scenario)
-        self.loop = build_worker_loop(self.runtime, rank, self.layout, self.fake_nodes)
+        self.loop = self.runtime.build_worker(rank, self.layout, self.fake_nodes)
         self.work = FakeWork(self.scenario, self.device, cfg["time_scale"], cfg["compute_share"],
                              seed=self.scenario.seed * 1000 + rank)
         #: rid -> (producing rank, seq) -> the signal's tensor on this rank
@@ -234,9 +232,7 @@ class RankProcess(_Process):
         if self.control(msg):
             return
         if isinstance(msg, ctl.BlockedQuery):
-            loop = self.loop
-            blocked = blocked_nodes(self.rank, loop.runtime, loop.gate_detail, msg.rid,
-                                    msg.position)
+            blocked = self.loop.blocked(msg.rid, msg.position)
             self.transport.send(CLIENT_ID, ctl.BlockedReply(round=msg.round, rank=self.rank,
                                                             rid=msg.rid, blocked=blocked))
             return
@@ -403,7 +399,9 @@ class RankProcess(_Process):
 class ConductorProcess(_Process):
     def __init__(self, cfg: dict[str, Any]) -> None:
         super().__init__(cfg, CONDUCTOR_ID)
-        self.conductor = build_conductor(self.runtime, self.layout, RandomStreams(self.scenario.seed))
+        streams = RandomStreams(self.scenario.seed)
+        self.conductor = self.runtime.build_conductor(
+            self.layout, lambda n: streams.choice_index("placement", n))
         #: rid -> (producing rank, seq) -> payload of a persisted signal
         self.persisted: dict[str, dict[tuple[int, int], Payload]] = {}
         self._rid = ""

@@ -4,8 +4,8 @@ This is the top of the three layers: it builds the runtime under test (`runtime.
 driver (`engine.simulation`) and the checks (`checks`), runs, and returns a `RunReport` that the
 CLI prints and the report writers serialise. Library users call `run_scenario` directly.
 
-The real backend's launcher ends its runs here too: `judge` gives both drivers' events the same
-checks, and `RunReport` is what both hand back.
+The real backend's launcher ends its runs here too: `RunChecks` gives both drivers' events the
+same checks and the same runaway guard, and `RunReport` is what both hand back.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import msgspec
 from simharness import interrupts
 from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
 from simharness.checks.forwards import ForwardsCheck
-from simharness.checks.liveness import LivenessCheck
-from simharness.engine.simulation import SimResult, Simulation
+from simharness.drive.result import RunResult
+from simharness.drive.runaway import RunawayGuard
+from simharness.engine.simulation import Simulation
 from simharness.errors import ScenarioError, UsageError
 from simharness.placement.layout import Layout
 from simharness.runtime import registry
@@ -34,7 +35,7 @@ class RunReport:
     scenario: Scenario
     runtime: str
     backend: str
-    result: SimResult
+    result: RunResult
     violations: list[Violation]
     trace_digest: str
     wall_s: float
@@ -67,16 +68,35 @@ def build_runtime(scenario: Scenario, name: str | None = None) -> Any:
         raise ScenarioError("runtime.options", str(exc), source=scenario.source) from None
 
 
-def judge(checks: list[Any], scenario: Scenario, layout: Any,
-          outcomes: Mapping[str, str]) -> list[Violation]:
-    """The checks' verdict once they have seen every event of a run (either driver's)."""
-    return finish_checks(checks, RunContext(scenario, layout, outcomes))
+class RunChecks:
+    """What watches one run, on either driver: every built-in check, the runaway guard the
+    driver reads after each step (run policy, not a check: `simharness.drive.runaway`), and any
+    extra observers. `observers` is what the driver's recorder dispatches to; `judge` is the
+    verdict once the run has ended."""
+
+    def __init__(self, scenario: Scenario, layout: Layout, extra: Iterable[Any] = ()) -> None:
+        self.scenario = scenario
+        self.layout = layout
+        self.checks = builtin_checks(scenario, layout)
+        self.guard = RunawayGuard(scenario)
+        self.observers: list[Any] = [self.guard, *self.checks, *extra]
+
+    @property
+    def forward_log(self) -> Any:
+        """Every forward per request (`checks.forwards.ForwardLog`): what the summary and the
+        console show, kept or not kept trace alike."""
+        return next((c.log for c in self.checks if isinstance(c, ForwardsCheck)), None)
+
+    def judge(self, outcomes: Mapping[str, str]) -> list[Violation]:
+        """The checks' verdict once they have seen every event of the run."""
+        return finish_checks(self.checks, RunContext(self.scenario, self.layout, outcomes,
+                                                     runaways=self.guard.report()))
 
 
 def simulate(
-    scenario: Scenario, runtime_name: str | None = None, keep_trace: bool = True,
+    scenario: Scenario, runtime_name: str | None = None, *, keep_trace: bool = True,
     observers: Iterable[Any] = (), digest: bool = True,
-) -> tuple[SimResult, list[Violation]]:
+) -> tuple[RunResult, list[Violation]]:
     """Run once with every built-in check (and `observers`, which see the same events).
 
     `keep_trace`: keep every event in memory (``result.events``) for a trace file, a report or
@@ -85,12 +105,9 @@ def simulate(
     """
     runtime = build_runtime(scenario, runtime_name)
     layout = Layout.build(scenario)  # one for the run and its checks
-    checks = builtin_checks(scenario, layout)
-    # The liveness check is the runaway guard; the forwards check's log is what the summary and
-    # the console show. Both found by type, as the checks they are.
-    guard = next((c for c in checks if isinstance(c, LivenessCheck)), None)
-    sim = Simulation(scenario, runtime, observers=[*checks, *observers], layout=layout,
-                     keep_trace=keep_trace, guard=guard, digest=digest)
+    watch = RunChecks(scenario, layout, observers)
+    sim = Simulation(scenario, runtime, observers=watch.observers, layout=layout,
+                     keep_trace=keep_trace, guard=watch.guard, digest=digest)
     try:
         result = sim.run()
     except interrupts.Interrupted as exc:
@@ -98,14 +115,15 @@ def simulate(
         # judged it: a run cut short is not a verdict).
         exc.partial = RunReport(scenario, sim.runtime_name, "sim", sim.so_far(), [], "", 0.0)
         raise
-    result.forward_log = next((c.log for c in checks if isinstance(c, ForwardsCheck)), None)
-    return result, judge(checks, scenario, result.layout, result.outcomes)
+    result.forward_log = watch.forward_log
+    return result, watch.judge(result.outcomes)
 
 
 def run_scenario(
     scenario: Scenario,
     runtime_name: str | None = None,
     seed: int | None = None,
+    *,
     check_determinism: bool = False,
     keep_trace: bool = True,
 ) -> RunReport:

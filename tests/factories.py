@@ -18,7 +18,6 @@ from simharness.graph.ir import Edge, Loop, Node
 from simharness.placement.layout import Layout
 from simharness.rng import RandomStreams
 from simharness.runtime.api_client import ApiClient
-from simharness.runtime.assembly import build_conductor, build_worker_loop
 from simharness.runtime.effects import Arrived
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import InputSignals, NewRequest, RemoveRequest, ResultTensors
@@ -101,9 +100,10 @@ def bench(*, max_iters: int = 2, concurrency_cap: int | None = None,
     if policy is not None:
         runtime.policy = policy
     nodes = FakeNodes(sc)
-    loops = [build_worker_loop(runtime, r, layout, nodes) for r in range(layout.num_ranks)]
-    conductor = build_conductor(runtime, layout, RandomStreams(sc.seed))
-    return Bench(layout, loops, conductor, ApiClient(runtime.policy))
+    loops = [runtime.build_worker(r, layout, nodes) for r in range(layout.num_ranks)]
+    streams = RandomStreams(sc.seed)
+    conductor = runtime.build_conductor(layout, lambda n: streams.choice_index("placement", n))
+    return Bench(layout, loops, conductor, runtime.build_client())
 
 
 def input_signals(*, rid: str = "r0", walk: str = "w", pass_no: int = 0, signals: list[Signal],

@@ -9,7 +9,7 @@ over (`RequestsOver`) and keep only the verdict.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,6 +59,9 @@ class RunContext:
     scenario: Scenario
     layout: Layout
     outcomes: Mapping[str, str]
+    #: the driver's runaway guard's finds (`simharness.drive.runaway.Runaway`: rid, walk, node,
+    #: rank, t, pass_no, forwards, explained, limit, cycle, passes), in the order they tripped
+    runaways: Sequence[Any] = ()
 
 
 class RequestsOver:

@@ -7,72 +7,18 @@ holds something: on which rank, which inputs it holds, which it misses and who w
 or what its engine gate is waiting for. The node named first is the one the chain points at:
 a gated node whose inputs are all there, else a node that holds some inputs but not all.
 
-A *runaway* is the opposite of a hang: work that never stops growing (stray loop-backs that keep
-a branch cycling after its loop ended). Left alone it runs to the request timeout, at a cost of
-seconds of wall time and thousands of symptoms. So this check also counts, per (request, walk,
-node, rank), the forwards the graph can explain: the node's forwards per pass (the product of
-its enclosing loops' ``max_iters``) times the passes the conductor started for that walk. When
-the count passes `RUNAWAY_FACTOR` times that plus `RUNAWAY_SLACK` the check records a runaway
-and bumps `trips`. It never acts itself: the driver reads `trips` after each step (an integer
-compare) and tears the request down, or ends the run if the same work keeps going after that.
-The violation names the request, the node and rank, how far past the explained count it ran,
-and the cycle: the forwards of that request between the node's last two forwards.
-
-What the count keeps stays flat in finished requests: when a request ends its counts, its
-passes per walk and its window of recent forwards are frozen into interned tuples (requests that
-ran alike share them, and each holds one slot of a `RidMap`) and thawed only if an event for it
-comes later, so nothing restarts.
+A *runaway* (work that never stops growing) is cut short by the driver's runaway guard
+(`simharness.drive.runaway`), which hands what it found to the checks at the end
+(`RunContext.runaways`); this check reports each one: the request, the node and rank, how far
+past the explained count it ran, and the cycle: the forwards of that request between the node's
+last two forwards.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass
-from math import prod
-
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join
-from simharness.ridmap import RidMap
 from simharness.scenario.model import Scenario
-
-#: How many times the explained forwards a (request, walk, node, rank) may run before it counts
-#: as a runaway. Generous on purpose: speculation, duplicated messages and dynamic stops add a
-#: few forwards, never a multiple; a stray that circulates adds them without end.
-RUNAWAY_FACTOR = 4
-#: Forwards allowed on top, so a node the graph explains no forward of still gets a few.
-RUNAWAY_SLACK = 16
-#: Forwards of one request remembered to name the cycle.
-_RECENT = 64
-
-Key = tuple[str, str, str, int]  # rid, walk, node, rank
-
-
-@dataclass
-class Runaway:
-    """One (request, walk, node, rank) that ran past its explained forwards."""
-
-    t: float
-    rid: str
-    walk: str
-    node: str
-    rank: int
-    pass_no: int
-    forwards: int
-    explained: int
-    limit: int
-    cycle: tuple[str, ...]
-
-
-class _Tally:
-    """The runaway count of one (request, walk, node, rank): forwards so far, the count past
-    which it trips, and its ``node@rank`` label (shared by every request's window)."""
-
-    __slots__ = ("n", "limit", "label")
-
-    def __init__(self, limit: int, label: str, n: int = 0) -> None:
-        self.n = n
-        self.limit = limit
-        self.label = label
 
 
 class LivenessCheck:
@@ -80,129 +26,9 @@ class LivenessCheck:
 
     def __init__(self, scenario: Scenario | None = None) -> None:
         self.stalls: list[ev.Stalled] = []
-        #: runaways found so far; the driver compares `trips` with what it has handled
-        self.runaways: list[Runaway] = []
-        self.trips = 0
-        self._facts = scenario.walk_facts if scenario is not None else None
-        self._per_pass: dict[tuple[str, str], int] = {}
-        #: rid -> walk -> passes started, while the request runs
-        self._passes: dict[str, dict[str, int]] = {}
-        #: rid -> ((walk, passes started), ...) of an ended request
-        self._passes_ended: RidMap[tuple[tuple[str, int], ...]] = RidMap()
-        #: key -> its runaway count, while the request runs
-        self._counts: dict[Key, _Tally] = {}
-        self._recent: dict[str, deque[str]] = {}
-        #: rid -> the keys of that request in `_counts` (so its end can freeze them)
-        self._keys_of: dict[str, list[Key]] = {}
-        #: rid -> (((walk, node, rank), count, next trip), ...), recent window) of an ended request
-        self._ended: RidMap[tuple[tuple[tuple[tuple[str, str, int], int, int], ...],
-                                  tuple[str, ...]]] = RidMap()
-        self._interned: dict[object, object] = {}
-        self._labels: dict[tuple[str, int], str] = {}
 
     def on_Stalled(self, e: ev.Stalled) -> None:
         self.stalls.append(e)
-
-    def on_WalkStarted(self, e: ev.WalkStarted) -> None:
-        passes = self._passes.get(e.rid)
-        if passes is None:  # the request's first pass (or a pass after it ended: reopen it)
-            passes = self._passes[e.rid] = dict(self._passes_ended.pop(e.rid, ()))
-        passes[e.walk] = passes.get(e.walk, 0) + 1
-
-    def _passes_of(self, rid: str, walk: str) -> int:
-        passes = self._passes.get(rid)
-        if passes is not None:
-            return passes.get(walk, 0)
-        return dict(self._passes_ended.get(rid, ())).get(walk, 0)
-
-    def on_Forward(self, e: ev.Forward) -> None:
-        if self._facts is None:
-            return
-        rid = e.rid
-        recent = self._recent.get(rid)
-        if recent is None:  # the request's first forward, or one after it ended (thaw it)
-            if rid in self._ended:
-                self._thaw(rid)
-                recent = self._recent[rid]
-            else:
-                recent = self._recent[rid] = deque(maxlen=_RECENT)
-        key = (rid, e.walk, e.node, e.rank)
-        tally = self._counts.get(key)
-        if tally is None:  # the first forward of this key
-            tally = self._counts[key] = _Tally(self._limit(rid, e.walk, e.node),
-                                               self._label(e.node, e.rank))
-            self._keys_of.setdefault(rid, []).append(key)
-        recent.append(tally.label)
-        tally.n += 1
-        if tally.n > tally.limit:
-            self._trip(e, tally)
-
-    def _label(self, node: str, rank: int) -> str:
-        """``node@rank``: one string per (node, rank), shared by every request's window."""
-        label = self._labels.get((node, rank))
-        if label is None:
-            label = self._labels[(node, rank)] = f"{node}@{rank}"
-        return label
-
-    def on_RequestEnded(self, e: ev.RequestEnded) -> None:
-        intern = self._interned.setdefault
-        passes = self._passes.pop(e.rid, None)
-        if passes is not None:
-            frozen = tuple(sorted(passes.items()))
-            self._passes_ended[e.rid] = intern(frozen, frozen)  # type: ignore[assignment]
-        keys = self._keys_of.pop(e.rid, None)
-        if keys is None:
-            return
-        counts = self._counts
-        tallies = [(k[1:], counts.pop(k)) for k in keys]
-        tally = tuple(sorted((place, t.n, t.limit) for place, t in tallies))
-        recent = self._recent.pop(e.rid, ())
-        # The window differs from request to request (how the ranks interleaved), so it is kept
-        # only where a later forward could need it: a cycle is cut between the node's last two
-        # forwards, and a thawed request trips only once a count passes its limit, so unless
-        # some count has reached its limit already, the trip comes at the node's second forward
-        # after the thaw at the earliest and its cycle lies wholly after the thaw.
-        at_limit = any(n >= limit for _k, n, limit in tally)
-        window = tuple(recent) if at_limit else ()
-        pair = (intern(tally, tally), intern(window, window))
-        self._ended[e.rid] = intern(pair, pair)  # type: ignore[assignment]
-
-    def _thaw(self, rid: str) -> None:
-        frozen, recent = self._ended.pop(rid)
-        self._recent[rid] = deque(recent, maxlen=_RECENT)
-        keys = self._keys_of[rid] = []
-        for (walk, node, rank), n, limit in frozen:
-            key = (rid, walk, node, rank)
-            keys.append(key)
-            self._counts[key] = _Tally(limit, self._label(node, rank), n)
-
-    def _explained(self, rid: str, walk: str, node: str) -> int:
-        per_pass = self._per_pass.get((walk, node))
-        if per_pass is None:
-            wf = self._facts.get(walk) if self._facts is not None else None
-            per_pass = 0
-            if wf is not None and node in wf.nodes:
-                per_pass = prod(lp.max_iters for lp in wf.loops_of.get(node, ()))
-            self._per_pass[(walk, node)] = per_pass
-        return per_pass * max(1, self._passes_of(rid, walk))
-
-    def _limit(self, rid: str, walk: str, node: str) -> int:
-        return RUNAWAY_FACTOR * self._explained(rid, walk, node) + RUNAWAY_SLACK
-
-    def _trip(self, e: ev.Forward, tally: _Tally) -> None:
-        # Passes started since the limit was set explain more forwards: move it, no trip.
-        n = tally.n
-        fresh = self._limit(e.rid, e.walk, e.node)
-        if n <= fresh:
-            tally.limit = fresh
-            return
-        # The driver tears the request down at the first trip; a second one (twice the limit)
-        # tells it the work goes on regardless, and it ends the run.
-        tally.limit = 2 * fresh
-        self.runaways.append(Runaway(e.t, e.rid, e.walk, e.node, e.rank, e.pass_no, n,
-                                     self._explained(e.rid, e.walk, e.node), fresh,
-                                     _cycle(self._recent[e.rid], tally.label)))
-        self.trips += 1
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out = self._runaway_violations(ctx)
@@ -277,13 +103,13 @@ class LivenessCheck:
 
     def _runaway_violations(self, ctx: RunContext) -> list[Violation]:
         out = []
-        seen: set[Key] = set()
-        for r in self.runaways:
+        seen: set[tuple[str, str, str, int]] = set()
+        for r in ctx.runaways:
             key = (r.rid, r.walk, r.node, r.rank)
             if key in seen:
                 continue  # the second trip of the same work: the run ended there
             seen.add(key)
-            passes = max(1, self._passes_of(r.rid, r.walk))
+            passes = r.passes
             per_pass = r.explained // passes
             cycle = " -> ".join(r.cycle)
             msg = (f"{r.rid} ran away in walk {r.walk} (pass {r.pass_no}) at t={r.t:.3f} s: "
@@ -296,17 +122,6 @@ class LivenessCheck:
                 details={"reason": "runaway", "pass": r.pass_no, "forwards": r.forwards,
                          "explained": r.explained, "limit": r.limit, "cycle": list(r.cycle)}))
         return out
-
-
-def _cycle(recent: deque[str], at: str) -> tuple[str, ...]:
-    """The forwards between the last two forwards of `at` (both ends included); the whole
-    remembered tail when `at` ran only once in it."""
-    items = list(recent)
-    last = len(items) - 1
-    for i in range(last - 1, -1, -1):
-        if items[i] == at:
-            return tuple(items[i:])
-    return tuple(items)
 
 
 def _ordered(blocked: tuple[ev.BlockedNode, ...]) -> list[ev.BlockedNode]:

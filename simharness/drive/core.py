@@ -24,8 +24,8 @@ from msgspec import Struct
 
 from simharness import events as ev
 from simharness.ridmap import RidMap
-from simharness.runtime.conductor import StallPosition
 from simharness.runtime.effects import Abort
+from simharness.runtime.protocol import ConductorDoor, StallPosition, WorkerDoor
 from simharness.scenario.model import Scenario
 
 #: Why a request is reported as stalled: nothing can happen any more, its deadline passed, or
@@ -231,15 +231,14 @@ class ConductorFinal(Struct, frozen=True, kw_only=True):
     waiting: tuple[str, ...]
 
 
-def rank_final(loop: Any) -> RankFinal:
-    """A worker loop's end state."""
-    return RankFinal(rank=loop.rank, requests_left=tuple(loop.runtime.requests),
-                     unprocessed=tuple(loop.unprocessed_pairs()), busy=bool(loop.busy))
+def rank_final(worker: WorkerDoor) -> RankFinal:
+    """A worker's end state."""
+    return RankFinal(rank=worker.rank, requests_left=worker.requests_left(),
+                     unprocessed=tuple(worker.unprocessed_pairs()), busy=bool(worker.busy))
 
 
-def conductor_final(conductor: Any) -> ConductorFinal:
-    return ConductorFinal(requests=tuple(conductor.requests),
-                          waiting=tuple(q.rid for q in conductor.waiting))
+def conductor_final(conductor: ConductorDoor) -> ConductorFinal:
+    return ConductorFinal(requests=conductor.open_requests(), waiting=conductor.waiting_requests())
 
 
 def run_ended(t: float, ranks: Sequence[RankFinal | None],

@@ -15,8 +15,8 @@ would not tell apart:
   them in; found in simulated time without waiting for any timeout;
 * a request's deadline (``limits.request_timeout_s``, mstar's 600 s API timeout) passing while
   other work keeps the simulation busy: reported and torn down the same way;
-* a runaway: the optional `guard` (the liveness check) counts work the graph cannot explain and
-  bumps its ``trips``; after each step the loop compares that integer with the trips it has
+* a runaway: the optional `guard` (`drive.runaway.RunawayGuard`) counts work the graph cannot
+  explain and bumps its ``trips``; after each step the loop compares that integer with the trips it has
   handled. A new trip tears its request down like a hang (``Stalled`` with reason
   ``runaway``); a trip for a request already torn down means the work goes on without it, and
   the run ends there. Either way a runaway costs a bounded number of events, not a timeout.
@@ -31,8 +31,7 @@ Nothing here reads the wall clock; `wall_s` is measured by the caller around `ru
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from functools import partial
 from heapq import heappop, heappush
 from typing import Any
@@ -52,6 +51,7 @@ from simharness.drive.core import (
     rank_final,
     run_ended,
 )
+from simharness.drive.result import RunResult
 from simharness.drive.worker import worker_main
 from simharness.engine.faults import Perturbations
 from simharness.engine.network import Network
@@ -59,46 +59,22 @@ from simharness.engine.tick import Tick
 from simharness.placement.layout import Layout
 from simharness.ridmap import RidMap
 from simharness.rng import RandomStreams
-from simharness.runtime.api_client import ApiClient
-from simharness.runtime.assembly import build_conductor, build_worker_loop, policy_of
 from simharness.runtime.effects import Abort, Arrived, Effects, Submit
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
-from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.protocol import LoopPolicy, Runtime, WorkerDoor
 from simharness.runtime.scheduler import Batch
-from simharness.runtime.stall import blocked_nodes
-from simharness.runtime.worker_loop import WorkerLoop
 from simharness.scenario.model import Scenario
 from simharness.trace import Recorder
 
 INF = float("inf")
 
 
-@dataclass
-class SimResult:
-    scenario: Scenario
-    runtime: str
-    layout: Layout
-    recorder: Recorder
-    sim_time_s: float
-    #: rid -> outcome (a `RidMap`: a slot per request, for a soak's hundred thousand)
-    outcomes: Mapping[str, str] = field(default_factory=dict)
-    #: what the runtime under test wants its user to know (e.g. a fallback it took)
-    notes: tuple[str, ...] = ()
-    #: every forward per request (`checks.forwards.ForwardLog`), set by the runner that ran the
-    #: checks; what the summary reads, kept or not kept trace alike
-    forward_log: Any = None
-
-    @property
-    def events(self) -> list[Any]:
-        return self.recorder.events
-
-
 class Simulation:
     def __init__(
         self,
         scenario: Scenario,
-        runtime: Any,
+        runtime: Runtime,
         observers: Iterable[Any] = (),
         layout: Layout | None = None,
         keep_trace: bool = True,
@@ -108,9 +84,9 @@ class Simulation:
         self.scenario = scenario
         #: an observer with ``trips`` (a count) and ``runaways`` (each with a ``rid``), or None
         self.guard = guard
-        self.runtime_name = getattr(runtime, "name", str(runtime))
-        self.notes = tuple(scenario.notes) + tuple(getattr(runtime, "notes", ()))
-        self.policy: LoopPolicy = policy_of(runtime)
+        self.runtime_name = runtime.name
+        self.notes = tuple(scenario.notes) + tuple(runtime.notes)
+        self.policy: LoopPolicy = runtime.policy
         self.layout = layout or Layout.build(scenario)
         self.env = simpy.Environment()
         self.streams = RandomStreams(scenario.seed)
@@ -120,17 +96,16 @@ class Simulation:
         self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8, self.faults)
         self.fake_nodes = FakeNodes(scenario)
         emit = self.recorder.emit
-        self.workers = [SimWorker(self, build_worker_loop(runtime, r, self.layout, self.fake_nodes))
+        tie_break = self.faults.tie_break if self.faults is not None and self.faults.shuffle_ties else None
+        self.workers = [SimWorker(self, runtime.build_worker(r, self.layout, self.fake_nodes, tie_break))
                         for r in range(self.layout.num_ranks)]
-        self.conductor = build_conductor(runtime, self.layout, self.streams)
-        self.client = ApiClient(self.policy)
+        self.conductor = runtime.build_conductor(
+            self.layout, lambda n: self.streams.choice_index("placement", n))
+        self.client = runtime.build_client()
         self.workload = Workload(scenario)
         self.stalls = Stalls(self, self.client, emit)
         #: rid -> the event its client process waits on
         self._done: dict[str, simpy.Event] = {}
-        if self.faults is not None and self.faults.shuffle_ties:
-            for w in self.workers:
-                w.loop.scheduler.tie_break = self.faults.tie_break
         for w in self.workers:
             self.network.connect(w.rank, w.deliver)
         self.network.connect(CONDUCTOR_ID, self._conductor_deliver)
@@ -191,8 +166,7 @@ class Simulation:
             assert p.position is not None
             nodes = out[p.rid] = []
             for r in p.position.ranks:
-                loop = self.workers[r].loop
-                nodes.extend(blocked_nodes(r, loop.runtime, loop.gate_detail, p.rid, p.position))
+                nodes.extend(self.workers[r].loop.blocked(p.rid, p.position))
         return out
 
     def positions(self, rids: Iterable[str]) -> list[RequestPosition]:
@@ -222,7 +196,7 @@ class Simulation:
 
     # -- running ------------------------------------------------------------------------------
 
-    def run(self) -> SimResult:
+    def run(self) -> RunResult:
         # A kept trace holds every event alive, so the cyclic collector would rescan a growing heap
         # over and over; nothing the run creates needs it before the end.
         enabled = gc.isenabled()
@@ -233,7 +207,7 @@ class Simulation:
             if enabled:
                 gc.enable()
 
-    def _run(self) -> SimResult:
+    def _run(self) -> RunResult:
         env = self.env
         env.process(self._workload())
         for w in self.workers:
@@ -291,13 +265,13 @@ class Simulation:
                 horizon = -INF
         self.recorder.emit(run_ended(env.now, [rank_final(w.loop) for w in self.workers],
                                      conductor_final(conductor)))
-        return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
+        return RunResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
                          self.outcomes, notes=self.notes)
 
-    def so_far(self) -> SimResult:
+    def so_far(self) -> RunResult:
         """Where an unfinished run stands (it was stopped): the requests submitted so far, each
         with its outcome, or "running"."""
-        return SimResult(self.scenario, self.runtime_name, self.layout, self.recorder, self.env.now,
+        return RunResult(self.scenario, self.runtime_name, self.layout, self.recorder, self.env.now,
                          RidMap((rid, o or "running") for rid, o in self.workload.outcomes.items()),
                          notes=self.notes)
 
@@ -321,7 +295,7 @@ def _raise_failure(event: simpy.Event) -> None:
 class SimWorker:
     """A rank in virtual time: the `WorkerPort` of a `WorkerLoop` run by a simpy process."""
 
-    def __init__(self, sim: Simulation, loop: WorkerLoop) -> None:
+    def __init__(self, sim: Simulation, loop: WorkerDoor) -> None:
         self.sim = sim
         self.env = sim.env
         self.loop = loop

@@ -43,7 +43,7 @@ from simharness.mstar.package import (
 from simharness.mstar.placement import mstar_worker_graphs
 from simharness.mstar.state import MstarRankRuntime
 from simharness.placement.layout import Layout
-from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.assembly import ModelRuntime
 
 PLACEMENT_CHOICES = ("auto", "mstar", "simharness")
 
@@ -54,7 +54,7 @@ class _Built:
     templates: dict[str, Any]
 
 
-class MstarRuntime:
+class MstarRuntime(ModelRuntime):
     """The real mstar graph code (mstar-ai) in our drivers.
 
     Options (``runtime: {name: mstar, options: {...}}``): ``batching`` and ``drain_barrier`` as
@@ -79,7 +79,7 @@ class MstarRuntime:
         if placement not in PLACEMENT_CHOICES:
             raise ValueError(f"placement must be one of {', '.join(PLACEMENT_CHOICES)}, "
                              f"got {placement!r}")
-        self.policy = LoopPolicy(batching=batching, drain_barrier=drain_barrier)
+        super().__init__(batching=batching, drain_barrier=drain_barrier)
         self.notes: list[str] = []
         found = installed_version()
         if found is not None and found != PINNED:

@@ -24,8 +24,8 @@ def collect_forwards(events: Iterable[Any]) -> dict[ForwardKey, list[int | None]
 
 def forwards_of(report: RunReport) -> dict[ForwardKey, list[int | None]]:
     """Loop counters per (walk, node, rank, request) of a run: from the forwards check's log
-    when the run has one (a simulation), else from the events (the zmq backend)."""
-    log = getattr(report.result, "forward_log", None)
+    (every judged run, on either driver has one), else from the events (a run cut short)."""
+    log = report.result.forward_log
     if log is not None:
         return dict(log.counters())
     return collect_forwards(report.result.events)
@@ -34,7 +34,7 @@ def forwards_of(report: RunReport) -> dict[ForwardKey, list[int | None]]:
 def forward_counts(report: RunReport) -> Iterator[tuple[ForwardKey, int]]:
     """Forwards per (walk, node, rank, request), one key at a time (a soak's console table
     needs the counts, not every counter)."""
-    log = getattr(report.result, "forward_log", None)
+    log = report.result.forward_log
     if log is not None:
         yield from log.counts()
     else:

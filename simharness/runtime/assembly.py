@@ -1,40 +1,56 @@
-"""How a driver assembles the runtime under test: its loop policy, one worker loop per rank and
-the conductor. The simpy driver and the real processes build them here, so both run the same
-state machines and `confirm` compares like with like.
+"""`ModelRuntime`: a runtime assembled from our state machines, the base of every model of mstar.
+
+A model runtime gives each rank its routing (``build_rank``, a `protocol.RankRuntimeProtocol`)
+and builds the rest from its `parts` (`runtime.parts.WorkerParts`): the worker loop and its
+collaborators, the stream buffers and the conductor; a runtime that differs in one concern swaps
+one class there. It implements the `protocol.Runtime` the drivers assemble a run from, so the
+simpy driver and the real processes build the same state machines and `confirm` compares like
+with like.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from simharness.placement.layout import Layout
-from simharness.rng import RandomStreams
+from simharness.runtime.api_client import ApiClient
 from simharness.runtime.conductor import Conductor
 from simharness.runtime.fake_nodes import FakeNodes
-from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.parts import WorkerParts
+from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol
 from simharness.runtime.worker_loop import WorkerLoop
 
 
-def policy_of(runtime: Any) -> LoopPolicy:
-    """The runtime's loop policy; the reference semantics when it names none."""
-    return getattr(runtime, "policy", None) or LoopPolicy()
+class ModelRuntime:
+    """Our model of mstar's worker, conductor and API side over a rank runtime of its own.
+
+    Subclasses set ``name``, ``description`` and `parts`, and implement `build_rank`."""
+
+    name = "model"
+    description = ""
+    #: the classes the workers and the conductor are built from (None: the standard one)
+    parts: WorkerParts = WorkerParts()
+
+    def __init__(self, batching: str = "minibatch", drain_barrier: bool = False) -> None:
+        self.policy = LoopPolicy(batching=batching, drain_barrier=drain_barrier)
+        self.notes: Sequence[str] = []
+
+    def build_rank(self, rank: int, layout: Layout) -> RankRuntimeProtocol:
+        raise NotImplementedError
+
+    def build_worker(self, rank: int, layout: Layout, nodes: FakeNodes,
+                     tie_break: Any = None) -> WorkerLoop:
+        loop_class = self.parts.worker_loop or WorkerLoop
+        return loop_class(rank, self.build_rank(rank, layout), nodes, self.policy,
+                          layout.scenario.seed, parts=self.parts, tie_break=tie_break)
+
+    def build_conductor(self, layout: Layout, choose: Callable[[int], int]) -> Conductor:
+        conductor_class = self.parts.conductor or Conductor
+        return conductor_class(layout.scenario, layout, self.policy, choose)
+
+    def build_client(self) -> ApiClient:
+        return ApiClient(self.policy)
 
 
-def build_worker_loop(runtime: Any, rank: int, layout: Layout, nodes: FakeNodes) -> WorkerLoop:
-    """Rank `rank`'s worker loop. mstar's worker loop is part of the runtime under test, so a
-    runtime may bring its own class (`worker_loop_class`)."""
-    loop_class = getattr(runtime, "worker_loop_class", None) or WorkerLoop
-    return loop_class(rank, runtime.build_rank(rank, layout), nodes, policy_of(runtime),
-                      layout.scenario.seed)
-
-
-def build_conductor(runtime: Any, layout: Layout, streams: RandomStreams) -> Conductor:
-    """The conductor; replicas are chosen from the seed's ``placement`` stream. mstar's conductor
-    is part of the runtime under test too, so a runtime may bring its own `Conductor` subclass
-    (`conductor_class`)."""
-    conductor_class = getattr(runtime, "conductor_class", None) or Conductor
-    return conductor_class(layout.scenario, layout, policy_of(runtime),
-                           lambda n: streams.choice_index("placement", n))
-
-
-__all__ = ["build_conductor", "build_worker_loop", "policy_of"]
+__all__ = ["ModelRuntime"]

@@ -33,8 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from msgspec import Struct
-
 from simharness import events as ev
 from simharness.placement.layout import Assignment, Layout
 from simharness.runtime.effects import Abort, Arrived, Effects, Submit
@@ -50,7 +48,7 @@ from simharness.runtime.messages import (
     Send,
     WorkerGraphsDoneMsg,
 )
-from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.protocol import LoopPolicy, StallPosition
 from simharness.scenario.model import RequestKind, Scenario, Step
 from simharness.signals import ORIGIN_WALK_START, Signal
 
@@ -74,17 +72,6 @@ class PartitionState:
     @property
     def walk(self) -> str:
         return self.steps[min(self.step, len(self.steps) - 1)].walk
-
-
-class StallPosition(Struct, frozen=True, kw_only=True):
-    """An unfinished request as the conductor sees it: its walk and step, the worker graphs it
-    waits on (with their ranks), the ranks it runs on and its partitions' current walks."""
-
-    walk: str
-    step: int
-    pending: tuple[tuple[str, tuple[int, ...]], ...]
-    ranks: tuple[int, ...]
-    walks: tuple[str, ...]
 
 
 @dataclass
@@ -357,6 +344,12 @@ class Conductor:
 
     def unfinished(self) -> list[str]:
         return list(self.requests) + [w.rid for w in self.waiting]
+
+    def open_requests(self) -> tuple[str, ...]:
+        return tuple(self.requests)
+
+    def waiting_requests(self) -> tuple[str, ...]:
+        return tuple(q.rid for q in self.waiting)
 
     def stall_position(self, rid: str) -> StallPosition | None:
         """Where an unfinished request stands, for a hang report; None before admission."""

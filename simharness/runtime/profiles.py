@@ -13,12 +13,13 @@
 from __future__ import annotations
 
 from simharness.placement.layout import Layout
+from simharness.runtime.assembly import ModelRuntime
 from simharness.runtime.graph_spec import Semantics
-from simharness.runtime.protocol import LoopPolicy
 from simharness.runtime.rank import RankRuntime
+from simharness.runtime.streams import StreamBuffer
 
 
-class ReferenceRuntime:
+class ReferenceRuntime(ModelRuntime):
     """A runtime built from our state machines with one set of `Semantics`.
 
     Options (``runtime: {name: ..., options: {...}}`` in a scenario): ``batching``
@@ -26,14 +27,11 @@ class ReferenceRuntime:
     """
 
     name = "reference"
-    description = ""
     semantics = Semantics()
 
-    def __init__(self, batching: str = "minibatch", drain_barrier: bool = False) -> None:
-        self.policy = LoopPolicy(batching=batching, drain_barrier=drain_barrier)
-
     def build_rank(self, rank: int, layout: Layout) -> RankRuntime:
-        return RankRuntime(rank, layout, self.semantics)
+        return RankRuntime(rank, layout, self.semantics,
+                           stream_buffer=self.parts.stream_buffer or StreamBuffer)
 
 
 class MstarPython(ReferenceRuntime):

@@ -1,11 +1,21 @@
 """The declared interfaces of the runtime under test.
 
-A runtime is an object with a ``name`` and ``build_rank(rank, layout)`` returning that rank's
-pure state machine (`RankRuntimeProtocol`; `simharness.runtime.rank.RankRuntime` implements
-it), whose per-request, per-worker-graph state is a `WorkerGraphState`. It also states the
-policies of mstar's worker loop and conductor that differ between mstar versions
-(`LoopPolicy`). A runtime may set ``worker_loop_class`` to a `WorkerLoop` subclass when its
-worker loop differs, and ``conductor_class`` to a `Conductor` subclass when its conductor does.
+A `Runtime` is what the registry finds by name and what both drivers (the simulation and the
+real processes) assemble a run from: one worker per rank (`WorkerDoor`), the conductor
+(`ConductorDoor`) and the API server's side (`ClientDoor`), each a pure state machine with one
+door, ``handle_stimulus(stimulus, now) -> Effects``, plus the few questions a driver asks of it
+for stall reports and the end state. It also states the policies of mstar's worker loop and
+conductor that differ between mstar versions (`LoopPolicy`).
+
+Most runtimes are our model of mstar, assembled from our state machines by
+`simharness.runtime.assembly.ModelRuntime`: a rank's routing (`RankRuntimeProtocol`, from
+``build_rank``) over per-request, per-worker-graph state (`WorkerGraphState`), and a worker loop
+and conductor built from `simharness.runtime.parts.WorkerParts`, where a runtime that differs in
+one concern swaps one class. A runtime that brings mstar's own worker loop (the real mstar
+stack) builds its workers and conductor itself; a worker that runs its own main loop instead of
+the drivers' one says so by being a `drive.worker.OwnMainLoop`.
+
+Conformance suites for these interfaces ship in `simharness.testing`.
 """
 
 from __future__ import annotations
@@ -15,7 +25,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from msgspec import Struct
 
+from simharness import events as ev
 from simharness.placement.layout import Layout
+from simharness.runtime.effects import Effects
 from simharness.signals import Signal
 
 BATCHING_MODES = ("minibatch", "backlog")
@@ -185,3 +197,101 @@ class RankRuntimeProtocol(Protocol):
     def remove(self, rid: str) -> list[Any]: ...
 
     def new_state(self, wg_id: str) -> WorkerGraphState: ...
+
+
+class StallPosition(Struct, frozen=True, kw_only=True):
+    """An unfinished request as the conductor sees it: its walk and step, the worker graphs it
+    waits on (with their ranks), the ranks it runs on and its partitions' current walks."""
+
+    walk: str
+    step: int
+    pending: tuple[tuple[str, tuple[int, ...]], ...]
+    ranks: tuple[int, ...]
+    walks: tuple[str, ...]
+
+
+@runtime_checkable
+class WorkerDoor(Protocol):
+    """One rank's worker, as the drivers run it: `drive.worker.worker_main` hands it the
+    messages that arrived (`effects.Received`), asks for a batch (`effects.CHOOSE`), and tells
+    it when the batch started and finished (`effects.Started`, `effects.Finished`)."""
+
+    rank: int
+    #: a batch is in flight (the end state reports a rank still busy)
+    busy: bool
+
+    def handle_stimulus(self, stimulus: Any, now: float) -> Effects: ...
+
+    def requests_left(self) -> tuple[str, ...]:
+        """The requests this rank still holds state for (the end state)."""
+        ...
+
+    def unprocessed_pairs(self) -> list[tuple[str, str]]:
+        """(request, message kind) of every message parked for a request this rank no longer
+        knows, in arrival order (mstar's ``_unprocessed_messages``)."""
+        ...
+
+    def blocked(self, rid: str, position: StallPosition) -> list[ev.BlockedNode]:
+        """For a stall report: the nodes of `rid` here that hold, miss or are held."""
+        ...
+
+
+@runtime_checkable
+class ConductorDoor(Protocol):
+    """The conductor: `effects.Submit` and `effects.Abort` from the API side, `effects.Arrived`
+    for a message from a rank."""
+
+    def handle_stimulus(self, stimulus: Any, now: float) -> Effects: ...
+
+    def unfinished(self) -> list[str]:
+        """Every request submitted and not ended, admitted ones first."""
+        ...
+
+    def waiting_requests(self) -> tuple[str, ...]:
+        """The requests waiting for a concurrency slot (the end state)."""
+        ...
+
+    def open_requests(self) -> tuple[str, ...]:
+        """The admitted requests the conductor still holds (the end state)."""
+        ...
+
+    def stall_position(self, rid: str) -> StallPosition | None:
+        """Where an unfinished request stands, for a hang report; None before admission."""
+        ...
+
+    def next_deadline(self) -> tuple[float, str] | None:
+        """The earliest request timeout still to come, and whose."""
+        ...
+
+
+@runtime_checkable
+class ClientDoor(Protocol):
+    """The API server's side: `effects.Arrived` for what a rank or the conductor sent it,
+    `effects.Abort` when it gives a request up."""
+
+    def handle_stimulus(self, stimulus: Any, now: float) -> Effects: ...
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    """A runtime under test, as the registry builds it and both drivers assemble a run."""
+
+    name: str
+    policy: LoopPolicy
+    #: what the user should know about this runtime here (a fallback it took), one line each
+    notes: Sequence[str]
+
+    def build_worker(self, rank: int, layout: Layout, nodes: Any,
+                     tie_break: Any = None) -> WorkerDoor:
+        """Rank `rank`'s worker. `nodes`: the fake nodes' engine-level behaviour
+        (`runtime.fake_nodes.FakeNodes`); `tie_break`: a schedule perturbation that reorders
+        ties among ready work (``schedule.shuffle_ties``), or None."""
+        ...
+
+    def build_conductor(self, layout: Layout, choose: Any) -> ConductorDoor:
+        """The conductor; `choose(n)` picks one of `n` data-parallel replicas (seeded)."""
+        ...
+
+    def build_client(self) -> ClientDoor:
+        """The API server's side."""
+        ...

@@ -279,10 +279,13 @@ def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, GraphState]
 class RankRuntime:
     """The runtime under test on one rank (one worker process in mstar)."""
 
-    def __init__(self, rank: int, layout: Layout, semantics: Semantics) -> None:
+    def __init__(self, rank: int, layout: Layout, semantics: Semantics,
+                 stream_buffer: type[StreamBuffer] = StreamBuffer) -> None:
         self.rank = rank
         self.layout = layout
         self.semantics = semantics
+        #: the class of a request's stream buffers (a runtime may bring its own)
+        self.stream_buffer = stream_buffer
         scenario = layout.scenario
         self.partition_of = scenario.partition_of
         self.specs: dict[str, GraphSpec] = {
@@ -335,7 +338,7 @@ class RankRuntime:
         self.requests[rid] = req
         for (src, edge), (conn, consumer, wgs) in self._streams.items():
             if conn.dst in parts and any(w in states for w in wgs):
-                req.buffers[edge] = StreamBuffer(rid, edge, consumer, src, conn.policy)
+                req.buffers[edge] = self.stream_buffer(rid, edge, consumer, src, conn.policy)
         self.set_walk(rid, walk, pass_no)
 
     def set_walk(self, rid: str, walk: str, pass_no: int) -> None:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from simharness.errors import UsageError
+from simharness.runtime.protocol import Runtime
 from simharness.wording import hint
 
 GROUP = "simharness.runtimes"
@@ -119,9 +120,13 @@ def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
         if options:
             raise  # the scenario's runtime.options do not fit: the caller names that key
         raise UsageError(f"runtime {name!r} cannot be built: {exc}") from None
-    if not hasattr(runtime, "build_rank"):
-        raise UsageError(f"runtime {name!r} has no build_rank(rank, layout) method")
-    if not getattr(runtime, "name", None) or getattr(runtime, "name", None) == "reference":
+    if not isinstance(runtime, Runtime):
+        missing = [m for m in ("name", "policy", "notes", "build_worker", "build_conductor",
+                               "build_client") if not hasattr(runtime, m)]
+        raise UsageError(f"runtime {name!r} is not a runtime: it lacks {', '.join(missing)} "
+                         f"(subclass simharness.runtime.assembly.ModelRuntime, or implement "
+                         f"simharness.runtime.protocol.Runtime)")
+    if not runtime.name or runtime.name in ("reference", "model"):
         runtime.name = name
     return runtime
 

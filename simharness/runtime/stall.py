@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simharness import events as ev
-from simharness.runtime.conductor import StallPosition
-from simharness.runtime.protocol import RankRuntimeProtocol, WorkerGraphState
+from simharness.runtime.protocol import RankRuntimeProtocol, StallPosition, WorkerGraphState
 
 #: (node, walk, rid, state) -> (why the engine holds the node, the inputs it waits for)
 GateDetail = Callable[[str, str, str, WorkerGraphState], tuple[str, tuple[str, ...]]]

@@ -57,9 +57,11 @@ from simharness.runtime.messages import (
     Send,
     StopLoops,
 )
-from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol
+from simharness.runtime.parts import WorkerParts
+from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol, StallPosition
 from simharness.runtime.rank import Completion
 from simharness.runtime.scheduler import Batch, MicroScheduler
+from simharness.runtime.stall import blocked_nodes
 from simharness.runtime.worker_parts import (
     KvPulls,
     Lockstep,
@@ -69,6 +71,9 @@ from simharness.runtime.worker_parts import (
     Teardown,
 )
 from simharness.signals import Signal
+
+#: the reference's parts: every collaborator the standard one
+STANDARD = WorkerParts()
 
 
 @lru_cache(maxsize=256)
@@ -81,12 +86,9 @@ def in_order(pairs: frozenset[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
 
 
 class WorkerLoop:
-    #: the collaborators, replaceable by a runtime whose worker loop differs in one concern
-    lockstep_class: type[Lockstep] = Lockstep
-    speculation_class: type[Speculation] = Speculation
-    kv_class: type[KvPulls] = KvPulls
-    teardown_class: type[Teardown] = Teardown
-    reports_class: type[Reports] = Reports
+    """One rank's worker loop (a `protocol.WorkerDoor`). Its collaborators come from `parts`
+    (`runtime.parts.WorkerParts`): a runtime whose worker loop differs in one concern swaps one
+    class there."""
 
     def __init__(
         self,
@@ -95,6 +97,9 @@ class WorkerLoop:
         nodes: FakeNodes,
         policy: LoopPolicy,
         seed: int = 0,
+        *,
+        parts: WorkerParts = STANDARD,
+        tie_break: Any = None,
     ) -> None:
         self.rank = rank
         self.runtime = runtime
@@ -103,6 +108,8 @@ class WorkerLoop:
         self.scenario = runtime.layout.scenario
         self.scheduler = MicroScheduler(nodes.max_batch, self.gate, policy.batching, self.held,
                                         gated=self.scenario.gated_nodes)
+        if tie_break is not None:
+            self.scheduler.tie_break = tie_break
         self.busy = False
         self.in_flight: set[str] = set()
         #: rid -> this rank's record of the request
@@ -112,11 +119,11 @@ class WorkerLoop:
         self.emit = self._events.append
         self._completions: list[Completion] = []
         self._chunk_seq = 0
-        self.teardown = self.teardown_class(self)
-        self.lockstep = self.lockstep_class(self)
-        self.speculation = self.speculation_class(self)
-        self.kv = self.kv_class(self)
-        self.reports = self.reports_class(self)
+        self.teardown: Teardown = (parts.teardown or Teardown)(self)
+        self.lockstep: Lockstep = (parts.lockstep or Lockstep)(self)
+        self.speculation: Speculation = (parts.speculation or Speculation)(self)
+        self.kv: KvPulls = (parts.kv or KvPulls)(self)
+        self.reports: Reports = (parts.reports or Reports)(self)
         # Fast paths: most layouts have no gated node and no stream here.
         self._gated = self.scenario.gated_nodes
         #: nodes inside a dynamic loop (their check_stop may end it)
@@ -164,6 +171,14 @@ class WorkerLoop:
     def unprocessed_pairs(self) -> list[tuple[str, str]]:
         """(request, message kind) of every message parked unprocessed, in arrival order."""
         return self.teardown.unprocessed_pairs()
+
+    def requests_left(self) -> tuple[str, ...]:
+        """The requests this rank still holds state for."""
+        return tuple(self.runtime.requests)
+
+    def blocked(self, rid: str, position: StallPosition) -> list[ev.BlockedNode]:
+        """For a stall report: the nodes of `rid` here that hold, miss or are held."""
+        return blocked_nodes(self.rank, self.runtime, self.gate_detail, rid, position)
 
     def _outbox(self) -> list[Send]:
         out = self.kv.outbox

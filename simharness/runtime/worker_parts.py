@@ -13,9 +13,10 @@
 * `Reports`: the sends of one completion and the report buffering until the request's next
   worker-graphs-done report.
 
-Each is a plain class a runtime may subclass and plug in through the loop's class attributes
-(``lockstep_class``, ``speculation_class``, ``kv_class``, ``teardown_class``,
-``reports_class``). Pure: no clock, no I/O.
+Each is a plain class a runtime may subclass and plug in through its `runtime.parts.WorkerParts`
+(``WorkerParts(lockstep=...)``). Each keeps the loop it serves as a
+`runtime.worker_context.LoopContext`, which says what a part may read of it. Pure: no clock,
+no I/O.
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ from simharness.runtime.messages import (
     WorkerGraphsDoneMsg,
 )
 from simharness.runtime.scheduler import Batch
+from simharness.runtime.worker_context import LoopContext
 from simharness.signals import Signal
 
 if TYPE_CHECKING:
     from simharness.runtime.rank import Completion
-    from simharness.runtime.worker_loop import WorkerLoop
 
 
 @dataclass(slots=True)
@@ -67,7 +68,7 @@ class RequestRecord:
 class Teardown:
     """Removal of requests, and the messages that arrive around it."""
 
-    def __init__(self, loop: WorkerLoop) -> None:
+    def __init__(self, loop: LoopContext) -> None:
         self.loop = loop
         #: rids whose REMOVE arrived while a batch of theirs ran (removed after it finishes)
         self.pending: set[str] = set()
@@ -100,7 +101,7 @@ class Lockstep:
     (SCHEDULE_TP); a follower runs the leader's batches in order, each once the node is ready
     for every request in it, and after one such batch lets its own ready work go first."""
 
-    def __init__(self, loop: WorkerLoop) -> None:
+    def __init__(self, loop: LoopContext) -> None:
         self.loop = loop
         self.rank = loop.rank
         runtime = loop.runtime
@@ -237,7 +238,7 @@ class Speculation:
     one such step). A dynamic stop found in that postprocess comes too late for it: it runs
     (the overshoot) and its result is discarded."""
 
-    def __init__(self, loop: WorkerLoop) -> None:
+    def __init__(self, loop: LoopContext) -> None:
         self.loop = loop
         self.batch: Batch | None = None
         self.steps = 0
@@ -302,7 +303,7 @@ class KvPulls:
     holds, and the pulls in flight. A KV-cache node on a rank that lacks the request's pages
     waits for its pull (mstar's ``check_ready`` reports not ready until the pull completes)."""
 
-    def __init__(self, loop: WorkerLoop) -> None:
+    def __init__(self, loop: LoopContext) -> None:
         self.loop = loop
         self.rank = loop.rank
         #: (rid, label) of every pull started and not yet done
@@ -365,7 +366,7 @@ class Reports:
     signals and consumed final chunks wait in the request's `RequestRecord` until its next
     worker-graphs-done report."""
 
-    def __init__(self, loop: WorkerLoop) -> None:
+    def __init__(self, loop: LoopContext) -> None:
         self.loop = loop
         self.rank = loop.rank
 

@@ -9,6 +9,7 @@ import os
 import random
 
 from simharness.runtime.graph_state import GraphState
+from simharness.runtime.parts import WorkerParts
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.streams import StreamBuffer
@@ -134,32 +135,10 @@ class _LoseFinal(StreamBuffer):
         return chunk
 
 
-class _BufferRank(RankRuntime):
-    buffer_class = StreamBuffer
-
-    def admit(self, *a, **kw):
-        super().admit(*a, **kw)
-        req = self.requests[a[0]]
-        for edge, buf in list(req.buffers.items()):
-            new = self.buffer_class(buf.rid, buf.edge, buf.consumer, buf.src_partition, buf.policy.spec)
-            req.buffers[edge] = new
-
-
-class _WithBuffer(_WithRank):
-    """mstar-python whose stream buffers are `buffer_class`: a broken runtime names its buffer."""
-
-    buffer_class: type[StreamBuffer] = StreamBuffer
-
-    def build_rank(self, rank, layout):
-        rt = _BufferRank(rank, layout, self.semantics)
-        rt.buffer_class = self.buffer_class
-        return rt
-
-
-class LosesFinalItem(_WithBuffer):
+class LosesFinalItem(MstarPython):
     """The final chunk of every stream drops its last item."""
 
-    buffer_class = _LoseFinal
+    parts = WorkerParts(stream_buffer=_LoseFinal)
 
 
 class _TwiceFinal(StreamBuffer):
@@ -171,10 +150,10 @@ class _TwiceFinal(StreamBuffer):
         return chunk
 
 
-class DuplicatesFinalChunk(_WithBuffer):
+class DuplicatesFinalChunk(MstarPython):
     """Every stream releases two final chunks."""
 
-    buffer_class = _TwiceFinal
+    parts = WorkerParts(stream_buffer=_TwiceFinal)
 
 
 class _FollowerEmits(RankRuntime):
@@ -240,7 +219,7 @@ class _EagerKvLoop(WorkerLoop):
 class SkipsKvPull(MstarPython):
     """The decode rank runs before its KV pull has arrived."""
 
-    worker_loop_class = _EagerKvLoop
+    parts = WorkerParts(worker_loop=_EagerKvLoop)
 
 
 class _StreamTurnsWalkBackRank(RankRuntime):

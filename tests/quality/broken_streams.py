@@ -7,12 +7,13 @@ They are loaded the way any plugin runtime is, by ``tests.quality.broken_streams
 
 from __future__ import annotations
 
+from simharness.runtime.parts import WorkerParts
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
 from simharness.runtime.worker_loop import WorkerLoop
 from simharness.runtime.worker_parts import Speculation
-from tests.quality.broken import _WithBuffer, _WithRank
+from tests.quality.broken import _WithRank
 
 # -- StreamBuffers that release wrong chunks ----------------------------------------------------
 
@@ -25,10 +26,10 @@ class _SkipsIndex(StreamBuffer):
         return chunk
 
 
-class SkipsChunkIndex(_WithBuffer):
+class SkipsChunkIndex(MstarPython):
     """Every stream numbers its chunks 0, 2, 3, ...: index 1 is skipped."""
 
-    buffer_class = _SkipsIndex
+    parts = WorkerParts(stream_buffer=_SkipsIndex)
 
 
 class _DropsMiddle(StreamBuffer):
@@ -40,10 +41,10 @@ class _DropsMiddle(StreamBuffer):
         return chunk
 
 
-class DropsMiddleItem(_WithBuffer):
+class DropsMiddleItem(MstarPython):
     """The second chunk of every stream (not its final one) loses an item from its middle."""
 
-    buffer_class = _DropsMiddle
+    parts = WorkerParts(stream_buffer=_DropsMiddle)
 
 
 class _FinalDespiteContinue(StreamBuffer):
@@ -56,10 +57,10 @@ class _FinalDespiteContinue(StreamBuffer):
         return chunk
 
 
-class FinalDespiteContinue(_WithBuffer):
+class FinalDespiteContinue(MstarPython):
     """A stream that continues after its producer is done still marks a chunk final."""
 
-    buffer_class = _FinalDespiteContinue
+    parts = WorkerParts(stream_buffer=_FinalDespiteContinue)
 
 
 class _ChunkAfterFinal(StreamBuffer):
@@ -79,10 +80,10 @@ class _ChunkAfterFinal(StreamBuffer):
         return chunk
 
 
-class ChunkAfterFinal(_WithBuffer):
+class ChunkAfterFinal(MstarPython):
     """Every stream releases one more (empty, non-final) chunk after its final chunk."""
 
-    buffer_class = _ChunkAfterFinal
+    parts = WorkerParts(stream_buffer=_ChunkAfterFinal)
 
 
 # -- a consumer that runs twice on one chunk ----------------------------------------------------
@@ -132,8 +133,6 @@ class _SpeculatesPastStop(Speculation):
 
 
 class _SpeculatesPastStopLoop(WorkerLoop):
-    speculation_class = _SpeculatesPastStop
-
     def _postprocess(self, batch, now):
         spec = self.speculation
         keep = spec.again & set(batch.rids) if batch.speculative else set()
@@ -146,7 +145,7 @@ class _SpeculatesPastStopLoop(WorkerLoop):
 class SpeculatesPastStop(MstarPython):
     """After a dynamic stop, a self-loop speculates two steps instead of one: both are discarded."""
 
-    worker_loop_class = _SpeculatesPastStopLoop
+    parts = WorkerParts(worker_loop=_SpeculatesPastStopLoop, speculation=_SpeculatesPastStop)
 
 
 # -- forwards outside any loop ------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 from simharness.runtime.conductor import Conductor
+from simharness.runtime.parts import WorkerParts
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
 from simharness.runtime.worker_loop import WorkerLoop
@@ -46,7 +47,7 @@ class _StaysBusyLoop(WorkerLoop):
 class StaysBusy(MstarPython):
     """Rank 1's worker loop still calls itself busy after its batches have finished."""
 
-    worker_loop_class = _StaysBusyLoop
+    parts = WorkerParts(worker_loop=_StaysBusyLoop)
 
 
 class _ForgetsEndedConductor(Conductor):
@@ -64,7 +65,7 @@ class _ForgetsEndedConductor(Conductor):
 class ForgetsEndedRequests(MstarPython):
     """The conductor ends requests (REMOVE goes out, the client is told) but never deletes them."""
 
-    conductor_class = _ForgetsEndedConductor
+    parts = WorkerParts(conductor=_ForgetsEndedConductor)
 
 
 # -- liveness: a request the conductor never admits ------------------------------------------
@@ -84,7 +85,7 @@ class _NeverAdmitsQueuedConductor(Conductor):
 class NeverAdmitsQueued(MstarPython):
     """The conductor forgets to admit queued requests when a concurrency slot frees."""
 
-    conductor_class = _NeverAdmitsQueuedConductor
+    parts = WorkerParts(conductor=_NeverAdmitsQueuedConductor)
 
 
 # -- tp_agreement: the ranks of a lockstep instance part ------------------------------------
@@ -100,14 +101,10 @@ class _FollowerOwnOrder(Lockstep):
         return batch
 
 
-class _FollowerOwnOrderLoop(WorkerLoop):
-    lockstep_class = _FollowerOwnOrder
-
-
 class FollowerOwnOrder(MstarPython):
     """A TP follower runs the leader's batch with its requests in another order."""
 
-    worker_loop_class = _FollowerOwnOrderLoop
+    parts = WorkerParts(lockstep=_FollowerOwnOrder)
 
 
 class _LeaderSpeculates(Speculation):
@@ -124,14 +121,10 @@ class _LeaderSpeculates(Speculation):
             lockstep.has_tp = has_tp
 
 
-class _LeaderSpeculatesLoop(WorkerLoop):
-    speculation_class = _LeaderSpeculates
-
-
 class LeaderSpeculates(MstarPython):
     """A TP leader speculates the next step of its TP self-loop without its followers."""
 
-    worker_loop_class = _LeaderSpeculatesLoop
+    parts = WorkerParts(speculation=_LeaderSpeculates)
 
 
 class _LeaderNeverSchedules(Lockstep):
@@ -142,11 +135,7 @@ class _LeaderNeverSchedules(Lockstep):
         return []
 
 
-class _LeaderNeverSchedulesLoop(WorkerLoop):
-    lockstep_class = _LeaderNeverSchedules
-
-
 class LeaderNeverSchedules(MstarPython):
     """A TP leader runs its batches without sending SCHEDULE_TP to its followers."""
 
-    worker_loop_class = _LeaderNeverSchedulesLoop
+    parts = WorkerParts(lockstep=_LeaderNeverSchedules)

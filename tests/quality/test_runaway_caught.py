@@ -1,4 +1,5 @@
-"""The liveness check's runaway guard: work the graph cannot explain is cut short and named.
+"""The runaway guard (run policy; the liveness check reports it): work the graph cannot
+explain is cut short and named.
 
 A runaway is a request whose work keeps growing (a loop that never ends, stray loop-backs that
 keep a branch cycling). Without the guard such a run goes on to the request timeout, seconds of
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from simharness.checks.liveness import RUNAWAY_FACTOR, RUNAWAY_SLACK
+from simharness.drive.runaway import RUNAWAY_FACTOR, RUNAWAY_SLACK
 from simharness.events import Forward
 from simharness.explore.campaign import CampaignConfig, run_campaign
 from simharness.explore.execute import signature

@@ -18,6 +18,7 @@ from simpy.events import NORMAL
 
 from simharness.engine.tick import Tick
 from simharness.run import simulate
+from simharness.runtime.parts import WorkerParts
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.worker_loop import WorkerLoop
 from simharness.scenario.loader import load_scenario
@@ -37,7 +38,7 @@ class _FailingLoop(WorkerLoop):
 class FailsAtFirstFinish(MstarPython):
     """The worker loop raises when its first batch finishes: its simpy process fails."""
 
-    worker_loop_class = _FailingLoop
+    parts = WorkerParts(worker_loop=_FailingLoop)
 
 
 def test_a_failing_process_ends_the_run_with_its_exception():

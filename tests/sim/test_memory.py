@@ -45,14 +45,16 @@ def test_digest_and_verdict_are_the_same_with_and_without_the_trace(name, runtim
 
 def test_finished_requests_share_what_the_checks_keep():
     sc = _bagel(12)
-    checks = builtin_checks(sc)
     from simharness.engine.simulation import Simulation
-    from simharness.run import build_runtime
+    from simharness.placement.layout import Layout
+    from simharness.run import RunChecks, build_runtime
 
-    guard = next(c for c in checks if c.name == "liveness")
-    Simulation(sc, build_runtime(sc), observers=checks, keep_trace=False, guard=guard).run()
+    watch = RunChecks(sc, Layout.build(sc))
+    checks = watch.checks
+    Simulation(sc, build_runtime(sc), observers=watch.observers, keep_trace=False,
+               guard=watch.guard).run()
     fwd = next(c for c in checks if c.name == "forwards")
-    liveness = guard
+    liveness = watch.guard
     assert fwd.log._open == {} and len(fwd.log._closed) == 12
     # twelve requests that ran alike: one frozen forward log between them
     assert len({id(v) for v in fwd.log._closed.values()}) == 1
@@ -94,13 +96,15 @@ def test_a_run_that_neither_keeps_nor_digests_says_so():
 
 
 def _run_flat(n: int) -> tuple[Simulation, list[Any]]:
+    from simharness.placement.layout import Layout
+    from simharness.run import RunChecks
+
     sc = _bagel(n)
-    checks = builtin_checks(sc)
-    guard = next(c for c in checks if c.name == "liveness")
-    sim = Simulation(sc, build_runtime(sc), observers=checks, keep_trace=False, guard=guard,
-                     digest=False)
+    watch = RunChecks(sc, Layout.build(sc))
+    sim = Simulation(sc, build_runtime(sc), observers=watch.observers, keep_trace=False,
+                     guard=watch.guard, digest=False)
     sim.run()
-    return sim, checks
+    return sim, watch.observers
 
 
 def _tables(sim: Simulation, checks: list[Any]) -> dict[str, int]:
@@ -109,7 +113,7 @@ def _tables(sim: Simulation, checks: list[Any]) -> dict[str, int]:
     except the compact per-request tables, whose entries cost a slot each."""
     owners: dict[str, Any] = {"sim": sim, "conductor": sim.conductor, "client": sim.client,
                               "workload": sim.workload, "network": sim.network}
-    owners.update({c.name: c for c in checks})
+    owners.update({getattr(c, "name", type(c).__name__): c for c in checks})
     for w in sim.workers:
         for part in ("loop", "loop.runtime", "loop.teardown", "loop.scheduler"):
             obj = w
@@ -167,14 +171,13 @@ def _freeze_after_every_forward(events: list[Any]) -> list[Any]:
 
 
 def _verdict(sc: Any, report: Any, events: list[Any]) -> list[dict[str, Any]]:
-    from simharness.checks import RunContext, finish_checks
+    from simharness.run import RunChecks
 
-    checks = builtin_checks(sc)
-    rec = Recorder(checks, keep=False, digest=False)
+    watch = RunChecks(sc, report.result.layout)
+    rec = Recorder(watch.observers, keep=False, digest=False)
     for e in events:
         rec.emit(e)
-    ctx = RunContext(sc, report.result.layout, report.result.outcomes)
-    return [v.to_json() for v in finish_checks(checks, ctx)]
+    return [v.to_json() for v in watch.judge(report.result.outcomes)]
 
 
 @pytest.mark.parametrize("case, runtime, check", [
@@ -227,24 +230,26 @@ def test_streams_and_tp_agreement_keep_a_request_only_until_it_is_over(runtime, 
     # orpheus_tp2: streams and a TP instance, ten requests, at most four at once. Each request is
     # judged once it ended and its ranks removed it: the checks then hold only the requests that
     # run, not every request of the run, and keep each finished request's violations.
-    from simharness.run import judge
+    from simharness.placement.layout import Layout
+    from simharness.run import RunChecks
     from tests.helpers import BROKEN
 
     sc = load_scenario(SCENARIOS / "orpheus_tp2.yaml")
-    checks = builtin_checks(sc)
+    watch = RunChecks(sc, Layout.build(sc))
+    checks = watch.checks
     streams = next(c for c in checks if c.name == "streams")
     tp = next(c for c in checks if c.name == "tp_agreement")
     held = _Held(streams, tp)
-    guard = next(c for c in checks if c.name == "liveness")
-    sim = Simulation(sc, build_runtime(sc, BROKEN + runtime), observers=[*checks, held],
-                     keep_trace=False, guard=guard, digest=False)
+    watch.observers.append(held)
+    sim = Simulation(sc, build_runtime(sc, BROKEN + runtime), observers=watch.observers,
+                     keep_trace=False, guard=watch.guard, digest=False)
     result = sim.run()
     assert len(result.outcomes) == 10
     assert streams.requests == {} and tp.effects == {}
     assert 0 < held.most <= 4
     kept = (streams if check == "streams" else tp).judged
     assert {v.request for v in kept} == set(result.outcomes)
-    reported = [v for v in judge(checks, sc, result.layout, result.outcomes) if v.check == check]
+    reported = [v for v in watch.judge(result.outcomes) if v.check == check]
     assert sorted(map(id, reported)) == sorted(map(id, kept))
 
 

@@ -17,7 +17,7 @@ from simharness.drive.core import (
     hung,
     run_ended,
 )
-from simharness.runtime.conductor import StallPosition
+from simharness.runtime.protocol import StallPosition
 from simharness.scenario.model import Phase
 
 
