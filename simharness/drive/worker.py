@@ -13,7 +13,7 @@ the port's methods and ignores what is yielded. The port is the clock and the tr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from simharness.runtime.effects import CHOOSE, Effects, Finished, Received, Started
 from simharness.runtime.scheduler import Batch
@@ -89,3 +89,19 @@ def worker_main(loop: Any, port: WorkerPort) -> Iterator[Any]:
         if port.stopped:
             return
         port.finished(door(Finished(batch=batch), port.now()))
+
+
+@runtime_checkable
+class OwnMainLoop(Protocol):
+    """A worker that brings its own main loop instead of `worker_main` over its door: the real
+    mstar stack, which restates ``Worker.run()`` over the same port."""
+
+    def main(self, port: WorkerPort) -> Iterator[Any]: ...
+
+
+def rank_main(worker: Any, port: WorkerPort) -> Iterator[Any]:
+    """The process a driver runs for one rank: the worker's own main loop when it brings one,
+    else `worker_main` over its door."""
+    if isinstance(worker, OwnMainLoop):
+        return worker.main(port)
+    return worker_main(worker, port)

@@ -52,7 +52,7 @@ from simharness.drive.core import (
     run_ended,
 )
 from simharness.drive.result import RunResult
-from simharness.drive.worker import worker_main
+from simharness.drive.worker import rank_main
 from simharness.engine.faults import Perturbations
 from simharness.engine.network import Network
 from simharness.engine.tick import Tick
@@ -85,7 +85,6 @@ class Simulation:
         #: an observer with ``trips`` (a count) and ``runaways`` (each with a ``rid``), or None
         self.guard = guard
         self.runtime_name = runtime.name
-        self.notes = tuple(scenario.notes) + tuple(runtime.notes)
         self.policy: LoopPolicy = runtime.policy
         self.layout = layout or Layout.build(scenario)
         self.env = simpy.Environment()
@@ -102,6 +101,8 @@ class Simulation:
         self.conductor = runtime.build_conductor(
             self.layout, lambda n: self.streams.choice_index("placement", n))
         self.client = runtime.build_client()
+        # read once the runtime is built: a runtime may have something to say about this layout
+        self.notes = tuple(scenario.notes) + tuple(runtime.notes)
         self.workload = Workload(scenario)
         self.stalls = Stalls(self, self.client, emit)
         #: rid -> the event its client process waits on
@@ -211,7 +212,7 @@ class Simulation:
         env = self.env
         env.process(self._workload())
         for w in self.workers:
-            env.process(worker_main(w.loop, w))
+            env.process(rank_main(w.loop, w))
         if self.faults is not None:
             for rank, at in sorted(self.faults.crashes.items()):
                 env.process(self._crash(self.workers[rank], at))

@@ -17,11 +17,14 @@ loader would give it, with a note: its name is not stable across two imports.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from simharness.graph.ir import CLIENT, CONDUCTOR, Edge, Loop, Node, Parallel, Section, Sequential
 from simharness.mstar.package import graph_module
+from simharness.scenario.model import ChunkPolicySpec
 
 #: mstar's special destinations (``mstar/graph/special_destinations.py``)
 EMIT_TO_CLIENT = "emit_to_client"
@@ -56,39 +59,66 @@ def dest_of(to: str) -> str:
     return to
 
 
-def _graph_edge(g: Any, edge: Edge) -> Any:
-    ge = g.GraphEdge(next_node=dest_of(edge.to), name=edge.name, persist=edge.persist,
-                     conductor_new_token=edge.new_token)
+def _graph_edge(g: Any, edge: Edge, streams: Mapping[str, str] | None = None) -> Any:
+    target = streams.get(edge.name) if streams is not None and edge.stream else None
+    if target is not None:
+        # A streaming edge, as a model declares it: mstar buffers what it carries on the
+        # consumer's worker (StreamBuffer) and gates the consumer by the connection's policy.
+        from mstar.streaming.topology import StreamingGraphEdge
+
+        ge = StreamingGraphEdge(next_node=dest_of(edge.to), name=edge.name,
+                                target_partition=target)
+    else:
+        ge = g.GraphEdge(next_node=dest_of(edge.to), name=edge.name, persist=edge.persist,
+                         conductor_new_token=edge.new_token)
     setattr(ge, CARRIES, Carried(edge))
     return ge
 
 
-def to_mstar(section: Section, g: Any | None = None) -> Any:
+def to_mstar(section: Section, g: Any | None = None,
+             streams: Mapping[str, str] | None = None) -> Any:
     """Build mstar graph objects for one of our sections.
 
     A loop as written gets no ``_external_inputs`` / ``_loop_back_inputs``: mstar derives them
     from the body. A per-worker-graph copy made by our placement passes its sets explicitly, as
-    mstar's placement does.
+    mstar's placement does. `streams` (edge name -> target partition, for the walk's partition)
+    makes each streaming edge an mstar ``StreamingGraphEdge``; without it a streaming edge is
+    a plain one (the graph-level runtime routes streams itself).
     """
     g = g or graph_module()
     if isinstance(section, Node):
         return g.GraphNode(name=section.name, input_names=set(section.inputs),
-                           outputs=[_graph_edge(g, e) for e in section.outputs],
+                           outputs=[_graph_edge(g, e, streams) for e in section.outputs],
                            enable_async_scheduling=section.async_scheduling)
     if isinstance(section, Sequential):
-        return g.Sequential([to_mstar(s, g) for s in section.sections])
+        return g.Sequential([to_mstar(s, g, streams) for s in section.sections])
     if isinstance(section, Parallel):
-        return g.Parallel([to_mstar(s, g) for s in section.sections])
+        return g.Parallel([to_mstar(s, g, streams) for s in section.sections])
     assert isinstance(section, Loop)
     return g.Loop(
-        section=to_mstar(section.body, g),
+        section=to_mstar(section.body, g, streams),
         max_iters=section.max_iters,
-        outputs=[_graph_edge(g, e) for e in section.outputs],
+        outputs=[_graph_edge(g, e, streams) for e in section.outputs],
         name=section.name,
-        accumulated_outputs=[_graph_edge(g, e) for e in section.accumulated_outputs],
+        accumulated_outputs=[_graph_edge(g, e, streams) for e in section.accumulated_outputs],
         _external_inputs=None if section.ext_inputs is None else set(section.ext_inputs),
         _loop_back_inputs=None if section.loop_back is None else set(section.loop_back),
     )
+
+
+def to_chunk_policy(spec: ChunkPolicySpec) -> Any:
+    """A factory of mstar ``ChunkPolicy`` objects for one of our policies (what a model's
+    ``Connection.chunk_policy_factory`` is)."""
+    from mstar.streaming import chunk_policy as cp
+
+    if spec.kind == "sliding_window":
+        return functools.partial(cp.SlidingWindowChunkPolicy, window=spec.window, stride=spec.stride)
+    if spec.kind == "left_context":
+        return functools.partial(cp.LeftContextChunkPolicy, chunk=spec.chunk, left_context=spec.context)
+    if spec.kind == "fixed":
+        return functools.partial(cp.FixedChunkPolicy, chunk_size=spec.chunk,
+                                 continue_after_done=spec.continue_after_done)
+    raise ValueError(f"unknown chunk policy kind {spec.kind!r}")
 
 
 # -- mstar -> ours ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``mstar``: the real mstar graph code as the runtime under test.
+"""``mstar-graph``: the real mstar graph code under our worker model, as the runtime under test.
 
 Where the other runtimes are our model of mstar, this one runs mstar's own graph classes from the
 ``mstar-ai`` package (pinned, `package.PINNED`; ``mstar.graph.*`` is plain Python) inside our
@@ -63,7 +63,7 @@ class MstarRuntime(ModelRuntime):
     fail) or ``simharness`` (ours, converted to mstar objects).
     """
 
-    name = "mstar"
+    name = "mstar-graph"
     description = f"the real mstar graph code (mstar-ai {PINNED}: WorkerGraphIO, loops, registries)"
     #: what to run where mstar-ai is missing
     install_hint = PIP_INSTALL
@@ -83,18 +83,18 @@ class MstarRuntime(ModelRuntime):
         self.notes: list[str] = []
         found = installed_version()
         if found is not None and found != PINNED:
-            self.notes.append(f"runtime mstar: mstar-ai {found} is installed; simharness is "
+            self.notes.append(f"runtime mstar-graph: mstar-ai {found} is installed; simharness is "
                               f"tested against {PINNED}")
         self.model_cls = None
         if placement != "simharness":
             self.model_cls, why = mstar_divider()
             if self.model_cls is None:
                 if placement == "mstar":
-                    raise UsageError(f"runtime mstar: placement 'mstar' needs mstar.model.base, "
+                    raise UsageError(f"runtime mstar-graph: placement 'mstar' needs mstar.model.base, "
                                      f"which cannot be imported ({why}); it needs torch, triton, "
                                      f"pyzmq and msgpack")
                 self.notes.append(
-                    f"runtime mstar: mstar.model.base cannot be imported ({why}), so the walks "
+                    f"runtime mstar-graph: mstar.model.base cannot be imported ({why}), so the walks "
                     f"are divided by simharness's placement (which follows mstar's "
                     f"_divide_into_worker_graphs) instead of mstar's own")
         self.placement = "mstar" if self.model_cls is not None else "simharness"

@@ -20,12 +20,15 @@ from simharness.wording import hint
 
 GROUP = "simharness.runtimes"
 #: the shipped runtimes: name -> ``module:Class``. The profiles are our model of mstar; ``mstar``
-#: runs mstar-ai's own code and imports it (`simharness.mstar`), only when asked for.
+#: runs mstar-ai's real stack (its conductor, workers, scheduler and graph code) and
+#: ``mstar-graph`` its graph code alone under our worker model; both import mstar-ai
+#: (`simharness.mstar`), only when asked for.
 BUILTIN: dict[str, str] = {
     "mstar-python": "simharness.runtime.profiles:MstarPython",
     "mstar-rust-prefix": "simharness.runtime.profiles:MstarRustPrefix",
     "mstar-rust": "simharness.runtime.profiles:MstarRust",
-    "mstar": "simharness.mstar.runtime:MstarRuntime",
+    "mstar": "simharness.mstar.stack.runtime:MstarStack",
+    "mstar-graph": "simharness.mstar.runtime:MstarRuntime",
 }
 #: the profiles: pure models, always available (what fuzzing and the quick checks run)
 PROFILES = ("mstar-python", "mstar-rust-prefix", "mstar-rust")
