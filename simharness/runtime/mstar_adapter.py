@@ -37,9 +37,13 @@ from simharness.errors import UsageError
 from simharness.graph.ir import CLIENT, CONDUCTOR, Edge, Loop, Node, Parallel, Section, Sequential
 from simharness.placement.layout import Layout
 from simharness.runtime.protocol import LoopPolicy
+from simharness.wording import hint
 
 PINNED = "0.2.1"
+#: how to install mstar-ai (its metadata asks for Python 3.12 and a GPU stack it does not need)
 PIP_INSTALL = f"pip install --no-deps --ignore-requires-python mstar-ai=={PINNED}"
+#: how to install what mstar.model.base imports (torch, triton, pyzmq, msgpack): the mstar extra
+MSTAR_EXTRA_INSTALL = "pip install 'simharness[mstar]'"
 #: mstar's special destinations (``mstar/graph/special_destinations.py``)
 EMIT_TO_CLIENT = "emit_to_client"
 EMPTY_DESTINATION = ""
@@ -184,7 +188,7 @@ class MstarRuntime:
         graph_module()
         if placement not in PLACEMENT_CHOICES:
             raise ValueError(f"placement must be one of {', '.join(PLACEMENT_CHOICES)}, "
-                             f"got {placement!r}")
+                             f"got {placement!r}{hint(str(placement), PLACEMENT_CHOICES)}")
         self.policy = LoopPolicy(batching=batching, drain_barrier=drain_barrier)
         self.notes: list[str] = []
         found = installed_version()
@@ -198,7 +202,7 @@ class MstarRuntime:
                 if placement == "mstar":
                     raise UsageError(f"runtime mstar: placement 'mstar' needs mstar.model.base, "
                                      f"which cannot be imported ({why}); it needs torch, triton, "
-                                     f"pyzmq and msgpack")
+                                     f"pyzmq and msgpack: {MSTAR_EXTRA_INSTALL}")
                 self.notes.append(
                     f"runtime mstar: mstar.model.base cannot be imported ({why}), so the walks "
                     f"are divided by simharness's placement (which follows mstar's "
