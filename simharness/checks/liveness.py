@@ -34,6 +34,7 @@ from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join
 from simharness.ridmap import RidMap
 from simharness.scenario.model import Scenario
+from simharness.wording import plural
 
 #: How many times the explained forwards a (request, walk, node, rank) may run before it counts
 #: as a runaway. Generous on purpose: speculation, duplicated messages and dynamic stops add a
@@ -288,7 +289,7 @@ class LivenessCheck:
             cycle = " -> ".join(r.cycle)
             msg = (f"{r.rid} ran away in walk {r.walk} (pass {r.pass_no}) at t={r.t:.3f} s: "
                    f"{r.node}@{r.rank} ran {r.forwards} forwards where the graph explains "
-                   f"{r.explained} ({passes} pass{'es' if passes != 1 else ''} of {per_pass}); "
+                   f"{r.explained} ({plural(passes, 'pass', 'passes')} of {per_pass}); "
                    f"it keeps cycling {cycle}. The request was cut short instead of running to its "
                    f"{ctx.scenario.limits.request_timeout_s:g} s timeout")
             out.append(Violation(
