@@ -175,6 +175,16 @@ def test_import_mstar_writes_a_scenario_that_loads_and_never_overwrites(tmp_path
 @pytest.mark.parametrize(("args", "message"), [
     (["no_such_config"], "neither a config file nor a config shipped with mstar-ai"),
     (["bagel", "--set", "model.no_such_field=1"], "has no field 'no_such_field'"),
+    (["bagel_cfg_paralel"], "'bagel_cfg_paralel': neither a config file nor a config shipped with "
+                            "mstar-ai; did you mean 'bagel_cfg_parallel'?"),
+    (["bagel", "--set", "model.num_timestepz=1"],
+     "--set: model.num_timestepz: BagelModelConfig has no field 'num_timestepz'; did you mean "
+     "'num_timesteps'?"),
+    # the config is fine: the --set broke it, and the message says which
+    (["bagel_cfg_parallel", "--set", "model.num_timesteps=abc"],
+     "cannot divide model 'bagel' by this config (with --set model.num_timesteps='abc') (TypeError"),
+    (["bagel_cfg_parallel", "--set", "workload[0].cont=3"],
+     "x.yaml (as imported): workload[0].cont: unknown key; did you mean 'count'?"),
 ])
 def test_import_mstar_bad_input_exits_2(tmp_path, capsys, args, message):
     assert main(["import-mstar", *args, "-o", str(tmp_path / "x.yaml")]) == 2
