@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from simharness.checks.base import rid_order
 from simharness.report.summary import build_summary
+from simharness.wording import plural
 
 #: Checks whose details depend on message timing; compared by presence only.
 TIMING_DEPENDENT = ("drain",)
@@ -152,7 +153,7 @@ def render(sim: dict[str, Any], real: dict[str, Any], agree: bool, diffs: list[d
     if agree:
         line(out, "AGREE: the zmq backend shows what the simulation shows", "good")
     else:
-        line(out, f"DISAGREE: {len(real_diffs)} difference{'s' if len(real_diffs) != 1 else ''}", "bad")
+        line(out, f"DISAGREE: {plural(len(real_diffs), 'difference')}", "bad")
 
 
 def _n(x: int | None) -> str:

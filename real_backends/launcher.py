@@ -48,7 +48,7 @@ import zmq
 
 from real_backends import control as ctl
 from real_backends import teardown
-from real_backends.transport import Endpoints, Transport, endpoint_name
+from real_backends.transport import Endpoints, Transport, endpoint_name, process_name
 from simharness import events as ev
 from simharness import interrupts
 from simharness.checks import Violation
@@ -72,6 +72,7 @@ from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
 from simharness.runtime.protocol import LoopPolicy
 from simharness.scenario.model import Scenario
 from simharness.trace import Recorder
+from simharness.wording import plural
 
 PROBE_EVERY_S = 0.02
 #: How long to wait for a process to answer a query before going on without it.
@@ -115,6 +116,10 @@ class RealOptions:
     def check(self) -> None:
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"--device {self.device!r}: expected cpu or cuda")
+        if self.device == "cuda" and not _cuda_available():
+            # said here, once, rather than by every rank's process as it starts (a traceback
+            # in each log, quoted by the launcher)
+            raise ValueError("--device cuda: torch sees no CUDA device here; use --device cpu")
         if not self.time_scale > 0:
             raise ValueError(f"--time-scale must be > 0, got {self.time_scale}")
         if self.compute_share is None:
@@ -127,6 +132,13 @@ class RealOptions:
         if self.deadline_s is not None and not self.deadline_s > 0:
             raise ValueError(f"--deadline must be > 0, got {self.deadline_s}")
         Endpoints(self.endpoints, run_dir="-")
+
+
+def _cuda_available() -> bool:
+    """Whether torch sees a CUDA device in this process (torch imported only to ask)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def derive_deadline(scenario: Scenario, sim_time_s: float, forwards: int, time_scale: float) -> float:
@@ -197,8 +209,8 @@ class Launcher:
         rank, at = self.options.kill
         spec = f"--kill-rank {rank}:{at:g}"
         if not 0 <= rank < self.num_ranks:
-            raise RealBackendError(f"{spec}: no rank {rank}; the scenario has {self.num_ranks} "
-                                   f"ranks (0 to {self.num_ranks - 1})")
+            raise RealBackendError(f"{spec}: no rank {rank}; the scenario has "
+                                   f"{plural(self.num_ranks, 'rank')} (0 to {self.num_ranks - 1})")
         if not (math.isfinite(at) and at >= 0):
             raise RealBackendError(f"{spec}: expected a time in seconds >= 0")
         if at >= self.deadline_s:
@@ -312,7 +324,7 @@ class Launcher:
                     dead = [c for c in self.children.values() if c.proc.poll() is not None]
                     c = dead[0]
                     raise RealBackendError(
-                        f"{endpoint_name(c.endpoint)} exited with code {c.proc.returncode} while "
+                        f"{process_name(c.endpoint)} exited with code {c.proc.returncode} while "
                         f"waiting for {what}: {self._log_tail(c, 6)}")
                 return False
         return True
@@ -449,7 +461,7 @@ class Launcher:
             open_rids = self.unfinished()
             name = endpoint_name(c.endpoint)
             tail = self._log_tail(c) if rc is not None and rc > 0 else ""
-            msg = (f"{name} (pid {c.pid}) died at t={now:.3f} s, {how}; its last event: "
+            msg = (f"{process_name(c.endpoint)} (pid {c.pid}) died at t={now:.3f} s, {how}; its last event: "
                    f"{describe_event(last)}"
                    + (f". Requests left unfinished: {', '.join(open_rids)}" if open_rids else ""))
             self.violations.append(Violation(
@@ -620,7 +632,7 @@ class Launcher:
                 rc = c.proc.returncode
                 how = c.stuck and "did not exit when told and was killed" or f"exited with code {rc}"
                 self.violations.append(Violation(
-                    "crash", f"{endpoint_name(c.endpoint)} (pid {c.pid}) {how} at the end of the run"
+                    "crash", f"{process_name(c.endpoint)} (pid {c.pid}) {how} at the end of the run"
                              f"{'' if c.final else ' without reporting its final state'}",
                     rank=c.endpoint if c.endpoint >= 0 else None,
                     details={"process": endpoint_name(c.endpoint), "pid": c.pid, "exit_code": rc,
@@ -682,16 +694,22 @@ def _event_json(e: Any) -> Any:
     return to_json(e)
 
 
-def refuse_perturbations(scenario: Scenario) -> None:
+def refuse_perturbations(scenario: Scenario, command: str = "run") -> None:
     """Real processes do not apply `schedule:` or `faults:` (their timing is the machine's and
-    their faults are `--kill-rank`): refuse such a scenario rather than run another one."""
-    if scenario.faults:
-        raise ScenarioError("faults", "the zmq backend does not inject scenario faults; run it "
-                            "with --backend sim (a rank crash on real processes: --kill-rank)",
+    their faults are `--kill-rank`): refuse such a scenario rather than run another one, with
+    the way out `command` has (``confirm`` has no --backend: it always runs both)."""
+    for key, what, extra in (("faults", "inject scenario faults",
+                              " (a rank crash on real processes: --kill-rank)"),
+                             ("schedule", "apply schedule perturbations", "")):
+        if not (scenario.faults if key == "faults" else scenario.schedule.active):
+            continue
+        if command == "confirm":
+            them, empty = ("them", "[]") if key == "faults" else ("it", "{}")
+            raise ScenarioError(key, f"confirm runs the scenario on the zmq backend too, which does "
+                                     f"not {what}: drop {them} (--set {key}={empty}) or use "
+                                     f"'simharness run' (sim backend)", scenario.source)
+        raise ScenarioError(key, f"the zmq backend does not {what}; run it with --backend sim{extra}",
                             scenario.source)
-    if scenario.schedule.active:
-        raise ScenarioError("schedule", "the zmq backend does not apply schedule perturbations; "
-                            "run it with --backend sim", scenario.source)
 
 
 def run_real(scenario: Scenario, runtime_name: str | None = None, seed: int | None = None,

@@ -283,6 +283,9 @@ class RankProcess(_Process):
         if not self.transport.wait(IDLE_POLL_MS) and not self.launcher_alive():
             self.running = False
 
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds * self.cfg["time_scale"])
+
     def duration(self, batch: Any) -> float:
         budget = self.work.budget(self.fake_nodes.duration(batch.node, batch.walk, len(batch.rids)))
         return budget * self.slow if self.slow != 1.0 else budget

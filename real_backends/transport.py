@@ -29,11 +29,18 @@ MAX_PORT = 65535
 
 
 def endpoint_name(ep: int) -> str:
+    """The endpoint as a file name (its socket, its log) and a JSON key: ``rank0``."""
     if ep == CLIENT_ID:
         return "launcher"
     if ep == CONDUCTOR_ID:
         return "conductor"
     return f"rank{ep}"
+
+
+def process_name(ep: int) -> str:
+    """The endpoint's process as messages name it, as every other message names a rank:
+    ``rank 0``, ``conductor``."""
+    return f"rank {ep}" if ep >= 0 else endpoint_name(ep)
 
 
 class Endpoints:

@@ -28,12 +28,16 @@ from simharness.wording import hint, plural
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 #: 128 + SIGPIPE, what a shell reports for a writer whose reader went away.
 EXIT_BROKEN_PIPE = 141
-EXIT_CODES_TEXT = ("Exit codes: 0 pass, 1 violations found, 2 bad input or usage, "
-                   "3 internal error (traceback saved to a file).")
+#: How every epilog ends: the two exit codes all commands share.
+EXIT_CODES_COMMON = "3 internal error (traceback saved to a file), 130/143 interrupted."
+EXIT_CODES_TEXT = f"Exit codes: 0 pass, 1 violations found, 2 bad input or usage, {EXIT_CODES_COMMON}"
+#: --seed of run, compare and confirm (`_seed`)
+SEED_HELP = "root seed (default: SIMHARNESS_SEED, else the scenario's)"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with "did you mean" added to an invalid choice (a verb, --backend, --device)."""
+    """argparse, with "did you mean" added to an invalid choice (a verb, --backend, --device)
+    and to an unrecognized option, which is refused with its command's usage."""
 
     def error(self, message: str) -> NoReturn:
         m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
@@ -41,6 +45,26 @@ class _Parser(argparse.ArgumentParser):
             choices = re.findall(r"'([^']*)'", m.group(2))
             message += hint(m.group(1), choices)
         super().error(message)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse leaves a command's unknown options to the top parser, which shows its own
+        # usage (COMMAND ...): refuse them here, from the command's parser and with its options.
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = self._command_parser(getattr(ns, "command", None))
+            message = f"unrecognized arguments: {' '.join(extras)}"
+            flag = next((a.partition("=")[0] for a in extras if a.startswith("--")), None)
+            if flag:
+                message += hint(flag, sub._option_string_actions)
+            sub.error(message)
+        return ns
+
+    def _command_parser(self, command: str | None) -> argparse.ArgumentParser:
+        """The parser of `command` (this one without a command)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                return action.choices[command]
+        return self
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,12 +80,12 @@ def _parser() -> argparse.ArgumentParser:
         "run", help="run a scenario and check it",
         description="Run a scenario as a deterministic simulation and check every invariant.",
         epilog="Environment: SIMHARNESS_SEED (seed when --seed is absent), "
-               "SIMHARNESS_CHECK_DETERMINISM=1 (same as --check-determinism).",
+               "SIMHARNESS_CHECK_DETERMINISM=1 (same as --check-determinism). " + EXIT_CODES_TEXT,
     )
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--runtime", metavar="NAME",
                      help="runtime under test (default: the scenario's); see 'simharness runtimes'")
-    run.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
+    run.add_argument("--seed", type=int, metavar="N", help=SEED_HELP)
     _set_argument(run)
     run.add_argument("--backend", choices=["sim", "zmq"], default="sim",
                      help="driver: sim (simpy, virtual time) or zmq (one OS process per rank, "
@@ -83,12 +107,12 @@ def _parser() -> argparse.ArgumentParser:
                     "(walk, node) per request side by side, each arm's outcome and violations, "
                     "and the first event where an arm's trace leaves the first arm's.",
         epilog="Exit codes: 0 the arms agree on forward counts and outcome, 1 they differ, "
-               "2 bad input or usage, 3 internal error.",
+               f"2 bad input or usage, {EXIT_CODES_COMMON}",
     )
     cmp.add_argument("scenario", help="scenario YAML file")
     cmp.add_argument("--runtime", dest="runtimes", action="append", default=[], metavar="NAME",
                      help="an arm (repeat, at least twice); the first is the baseline")
-    cmp.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
+    cmp.add_argument("--seed", type=int, metavar="N", help=SEED_HELP)
     _set_argument(cmp)
     cmp.add_argument("--json", action="store_true",
                      help='print {"arms": [summary, ...], "differences": [...]} on stdout')
@@ -98,11 +122,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a scenario in the simulation and on real processes (zmq backend) and "
                     "compare forwards per node per request, outcomes and violations by check.",
         epilog="Exit codes: 0 the two agree, 1 they disagree, 2 bad input or usage, "
-               "3 internal error.",
+               f"{EXIT_CODES_COMMON} SIMHARNESS_SEED gives the seed when --seed is absent.",
     )
     conf.add_argument("scenario", help="scenario YAML file")
     conf.add_argument("--runtime", metavar="NAME", help="runtime under test (default: the scenario's)")
-    conf.add_argument("--seed", type=int, metavar="N", help="root seed (default: the scenario's)")
+    conf.add_argument("--seed", type=int, metavar="N", help=SEED_HELP)
     _set_argument(conf)
     conf.add_argument("--json", action="store_true",
                       help='print {"sim": ..., "real": ..., "agree": ..., "differences": [...]}')
@@ -123,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Same --seed and --examples, same result. A --time campaign ends by then, "
                "shrinking included, and prints how many examples it ran. Exit codes: 0 no new "
                "failure, 1 new failures found (or known ones with --fail-on-known), 2 bad "
-               "usage, 130/143 interrupted (what was found is kept).")
+               f"usage, {EXIT_CODES_COMMON} What was found before a signal is kept.")
     fz.add_argument("--runtime", metavar="NAME", default="mstar-python",
                     help="runtime under test (default: mstar-python)")
     budget = fz.add_mutually_exclusive_group()
@@ -158,11 +182,12 @@ def _parser() -> argparse.ArgumentParser:
                     "the node groups. Request kinds and dynamic-loop lengths, which the model "
                     "decides at run time, are marked defaults to edit.",
         epilog="CONFIG is a config file or the name of a config shipped with mstar-ai "
-               "(e.g. bagel_cfg_parallel). Exit codes: 0 written, 2 bad input or usage.")
+               "(e.g. bagel_cfg_parallel). Exit codes: 0 written, 2 bad input or usage, "
+               f"{EXIT_CODES_COMMON}")
     imp.add_argument("config", help="mstar config YAML, or the name of one in mstar's default_configs")
     imp.add_argument("-o", "--output", metavar="SCENARIO.yaml",
-                     help="where to write the scenario (default: CONFIG's name .yaml here; '-' "
-                          "prints it)")
+                     help="where to write the scenario (default: <CONFIG's name>.yaml in the "
+                          "current directory; '-' prints it to stdout)")
     imp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="model.FIELD=VALUE sets a field of the model's config class (e.g. "
                           "model.num_timesteps=11); any other key sets a key of the written "
@@ -177,7 +202,7 @@ def _parser() -> argparse.ArgumentParser:
                     "Expected: the --baseline file's verdict for that run, else a corpus case's "
                     "recorded failure under its runtime while open, else pass.",
         epilog="Exit codes: 0 every run as expected, 1 a run was not (or the harness raised), "
-               "2 bad input or usage.")
+               f"2 bad input or usage, {EXIT_CODES_COMMON}")
     sw.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario YAML file(s)")
     sw.add_argument("--seeds", metavar="A..B",
                     help="seeds A to B, both included, or one seed N (default: each scenario's)")
@@ -197,7 +222,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="print {rows, cells, unexpected, ...} on stdout")
 
     rp = sub.add_parser("replay", help="replay a corpus case and check it behaves as recorded",
-                        epilog="Exit codes: 0 as recorded, 1 diverged, 2 bad input, 3 internal error.")
+                        epilog=f"Exit codes: 0 as recorded, 1 diverged, 2 bad input, {EXIT_CODES_COMMON}")
     rp.add_argument("case", nargs="+", help="corpus case YAML file(s)")
     rp.add_argument("--update", action="store_true",
                     help="record the new trace digest of cases that still behave as recorded")
@@ -246,8 +271,8 @@ def _real_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deadline", type=float, default=None, metavar="S",
                    help="run deadline in seconds (default: derived from a simulation of the "
                         "scenario, capped by limits.request_timeout_s)")
-    g.add_argument("--kill-rank", default=None, metavar="R:SECONDS",
-                   help="fault injection: kill rank R with SIGKILL SECONDS after the start")
+    g.add_argument("--kill-rank", default=None, metavar="RANK:SECONDS",
+                   help="fault injection: kill rank RANK with SIGKILL SECONDS after the start")
 
 
 REAL_FLAGS = ("device", "time_scale", "compute_share", "endpoints", "deadline", "kill_rank")
@@ -393,13 +418,14 @@ def entry() -> None:
 
 
 def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
+    argv = argv if argv is not None else sys.argv[1:]
     try:
         if args.command == "run":
-            return _run(args, argv if argv is not None else sys.argv[1:])
+            return _run(args, argv)
         if args.command == "compare":
-            return _compare(args)
+            return _compare(args, argv)
         if args.command == "confirm":
-            return _confirm(args)
+            return _confirm(args, argv)
         if args.command == "runtimes":
             return _runtimes()
         if args.command == "layout":
@@ -441,8 +467,8 @@ def _interrupted(args: argparse.Namespace, exc: interrupts.Interrupted) -> int:
         rc = request_counts(found)
         # A simulation cut short was never judged: its checks run only on a finished run.
         judged = f", {plural(len(found.violations), 'violation')} so far" if real else ""
-        when = (f"at t={found.result.sim_time_s:.2f} s: {rc['completed']} of {rc['submitted']} "
-                f"requests completed{judged}"
+        when = (f"at t={found.result.sim_time_s:.2f} s: {rc['completed']} of "
+                f"{plural(rc['submitted'], 'request')} completed{judged}"
                 if rc["submitted"] else "during its start-up, before any request")
         after = "; its processes are stopped and its run folder removed" if real else ""
         print(f"the {found.backend} run was stopped {when}{after}", file=sys.stderr)
@@ -481,6 +507,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     _check_trace_name(args.trace)
     _check_report_target(args.report)
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
+    _check_runtime(args.runtime, scenario)
     args.runtime = _corpus_runtime(scenario, args.runtime)
     seed = _seed(args)
     _check_output(args.trace, "--trace")
@@ -493,7 +520,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         given = [f"--{f.replace('_', '-')}" for f in REAL_FLAGS if getattr(args, f) is not None]
         if given:
-            raise UsageError(f"{', '.join(given)} only apply to --backend zmq")
+            raise UsageError(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} "
+                             f"to --backend zmq")
         # Events stay in memory only for what writes them out; otherwise memory stays flat in
         # finished requests (a soak of many requests) and the digest is computed as events happen.
         keep = bool(args.trace) or args.report is not None
@@ -550,7 +578,21 @@ def _check_output(target: str | None, flag: str) -> None:
         raise UsageError(f"{flag} {target}: is a directory; expected a file path")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
-        raise UsageError(f"{flag} {target}: folder {parent} does not exist")
+        raise UsageError(f"{flag} {target}: folder {parent} does not exist" if not parent.exists()
+                         else f"{flag} {target}: {parent} is not a folder")
+
+
+def _check_creatable(folder: Path, flag: str) -> None:
+    """Refuse, before any work, a folder to write into that cannot be made or written: its
+    nearest existing ancestor (itself, if it exists) is not a folder, or is not writable.
+    Nothing is created here (a campaign that finds nothing writes nothing)."""
+    here = folder
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    if here.exists() and not here.is_dir():
+        raise UsageError(f"{flag} {folder}: cannot create: {here} is not a folder")
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {folder}: cannot write: {here} is not writable")
 
 
 def _writing(path: Path, flag: str, write) -> None:
@@ -562,19 +604,26 @@ def _writing(path: Path, flag: str, write) -> None:
 
 
 def _seed(args: argparse.Namespace) -> int | None:
-    seed = args.seed
+    """--seed, else SIMHARNESS_SEED, else None (the scenario's); an error names the one used."""
+    from simharness.scenario.sections import MAX_SEED
+
+    seed, source = args.seed, "--seed"
     if seed is None and os.environ.get("SIMHARNESS_SEED"):
+        source = "SIMHARNESS_SEED"
         try:
             seed = int(os.environ["SIMHARNESS_SEED"])
         except ValueError:
             raise UsageError(f"SIMHARNESS_SEED must be an integer, got "
                              f"{os.environ['SIMHARNESS_SEED']!r}") from None
     if seed is not None and seed < 0:
-        raise UsageError(f"--seed must be >= 0, got {seed}")
+        raise UsageError(f"{source} must be >= 0, got {seed}")
+    if seed is not None and seed > MAX_SEED:
+        # the bound of a scenario's own seed (`seed:`), which a seed given here replaces
+        raise UsageError(f"{source} must be <= {MAX_SEED}, got {seed}")
     return seed
 
 
-def _compare(args: argparse.Namespace) -> int:
+def _compare(args: argparse.Namespace, argv: list[str]) -> int:
     from simharness.compare import compare_runtimes, render
     from simharness.scenario.loader import load_scenario
 
@@ -582,6 +631,8 @@ def _compare(args: argparse.Namespace) -> int:
         raise UsageError(f"compare needs at least two --runtime arms, got {len(args.runtimes)}")
     _refuse_repeated_runtime("compare", args.runtimes)
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
+    for name in args.runtimes:
+        _check_runtime(name, scenario)
     _check_report_target(args.report)
     cmp = compare_runtimes(scenario, args.runtimes, _seed(args))
     # A scenario's notes come with every arm; say each once, naming the arms when not all have it.
@@ -597,12 +648,29 @@ def _compare(args: argparse.Namespace) -> int:
         from simharness.report.html import compare_page
 
         _emit_report(args.report, f"{cmp.scenario.name}-compare-seed{cmp.scenario.seed}",
-                     "compare.json", doc, compare_page(cmp))
+                     "compare.json", doc, compare_page(cmp, ["simharness", *argv]))
     if args.json:
         _print_json(doc)
     else:
         render(cmp, sys.stdout)
     return cmp.exit_code
+
+
+def _check_runtime(name: str | None, scenario=None) -> None:
+    """Refuse an unknown --runtime before any work, in one line naming the flag. With the
+    scenario: say when that runtime leaves out the scenario's runtime.options (they belong to
+    the runtime the scenario names)."""
+    if name is None:
+        return
+    from simharness.runtime import registry
+
+    try:
+        registry.resolve(name)
+    except UsageError as exc:
+        raise UsageError(f"--runtime {name}: {exc}") from None
+    if scenario is not None and scenario.runtime.options and name != scenario.runtime.name:
+        print(f"note: runtime.options of {scenario.source} ({', '.join(scenario.runtime.options)}) "
+              f"are for {scenario.runtime.name}: not applied to --runtime {name}", file=sys.stderr)
 
 
 def _refuse_repeated_runtime(command: str, runtimes: list[str]) -> None:
@@ -621,7 +689,7 @@ def _run_real(scenario, args: argparse.Namespace, seed: int | None, sim_report=N
     def progress(ready: int, total: int, elapsed: float) -> None:
         # Start-up imports torch in every process: tens of seconds on a busy CPU.
         if ready < total:
-            status.update(f"zmq: starting {total} processes (a conductor and {total - 1} ranks): "
+            status.update(f"zmq: starting {total} processes (a conductor and {plural(total - 1, 'rank')}): "
                           f"{ready} ready after {elapsed:.0f} s")
         else:
             status.done(f"zmq: {total} processes ready in {elapsed:.1f} s; running")
@@ -635,15 +703,19 @@ def _run_real(scenario, args: argparse.Namespace, seed: int | None, sim_report=N
         status.done()
 
 
-def _confirm(args: argparse.Namespace) -> int:
+def _confirm(args: argparse.Namespace, argv: list[str]) -> int:
     from simharness.run import run_scenario
     from simharness.scenario.loader import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
+    _check_runtime(args.runtime, scenario)
     args.runtime = _corpus_runtime(scenario, args.runtime)
     seed = _seed(args)
     _real_options(args)  # fail on a missing dependency before simulating anything
     from real_backends.confirm import compare, render, summarize
+    from real_backends.launcher import refuse_perturbations
+
+    refuse_perturbations(scenario, "confirm")  # before the simulation, not after it
 
     _check_report_target(args.report)
     # the real run's deadline and the report read the simulation's events: keep them
@@ -661,7 +733,8 @@ def _confirm(args: argparse.Namespace) -> int:
 
         console = _rendered(lambda out: render(a, b, agree, diffs, out))
         _emit_report(args.report, f"{sim.scenario.name}-confirm-{sim.runtime}-seed{sim.scenario.seed}",
-                     "confirm.json", doc, confirm_page(sim, real, a, b, agree, diffs, console))
+                     "confirm.json", doc,
+                     confirm_page(sim, real, a, b, agree, diffs, console, ["simharness", *argv]))
     if args.json:
         _print_json(doc)
     else:
@@ -755,6 +828,8 @@ def _layout(args: argparse.Namespace) -> int:
     from simharness.scenario.loader import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides, allow_large=args.allow_large)
+    for note in scenario.notes:  # what run says about the layout, layout says too
+        print(f"note: {note}", file=sys.stderr)
     print(f"{scenario.name}: {plural(len(scenario.walks), 'walk')} on "
           f"{plural(scenario.placement.num_ranks, 'rank')}")
     for line in Layout.build(scenario).describe():
@@ -774,12 +849,11 @@ def _fuzz(args: argparse.Namespace) -> int:
         run_campaign,
     )
     from simharness.explore.report import CaseWriter, Progress, campaign_summary, known_cases, print_summary
-    from simharness.runtime import registry
 
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples must be >= 1, got {args.examples}")
     if args.time is not None and not (math.isfinite(args.time) and args.time > 0):
-        raise UsageError(f"--time must be a number of seconds > 0, got {args.time:g}")
+        raise UsageError(f"--time must be a finite number of seconds > 0, got {args.time:g}")
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
     if args.chunk_size < 1:
@@ -790,7 +864,9 @@ def _fuzz(args: argparse.Namespace) -> int:
     if corpus.exists() and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: exists and is not a directory (the corpus is a "
                          f"folder of case files)")
-    registry.resolve(args.runtime)  # an unknown runtime is a usage error, before any work
+    if not args.no_write:
+        _check_creatable(corpus, "--corpus")
+    _check_runtime(args.runtime)
     known = known_cases(corpus, args.runtime)
     cfg = CampaignConfig(args.runtime, seed=args.seed, examples=args.examples,
                          time_s=args.time if args.examples is None else None,
@@ -902,12 +978,11 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _import_mstar(args: argparse.Namespace) -> int:
-    import yaml
-
     from simharness.fileio import write_text
     from simharness.mstar.build import import_config
-    from simharness.scenario.loader import parse_scenario
+    from simharness.scenario.loader import attribute, parse_scenario
     from simharness.scenario.overrides import apply_overrides
+    from simharness.scenario.reading import read_value
 
     options: dict[str, object] = {}
     scenario_sets: list[str] = []
@@ -915,26 +990,37 @@ def _import_mstar(args: argparse.Namespace) -> int:
         key, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--set {item}: expected KEY=VALUE")
+        key = key.strip()
         if key.startswith("model."):
-            options[key[len("model."):]] = yaml.safe_load(value)
+            # read as a scenario's --set value is: the same YAML limits, one line on an error
+            options[key[len("model."):]] = read_value(value, key) if value.strip() else ""
         else:
             scenario_sets.append(item)
     target = args.output or f"{Path(args.config).stem}.yaml"
-    if target != "-" and Path(target).exists() and not args.force:
-        raise UsageError(f"{target} exists; pass --force to replace it (nothing was written)")
-    imported = import_config(args.config, options)
-    raw, _ = apply_overrides(imported.raw, scenario_sets)
+    if target != "-":
+        # before the import's work: a path that cannot be written is refused now, not after it
+        _check_output(target, "-o")
+        if Path(target).exists() and not args.force:
+            raise UsageError(f"{target} exists; pass --force to replace it (nothing was written)")
+    try:
+        imported = import_config(args.config, options)
+    except ScenarioError as err:
+        raise (err.with_source("--set") if err.path.startswith("model.") else err) from None
+    raw, applied = apply_overrides(imported.raw, scenario_sets)
     imported.raw = raw
     # What is written must load: check it here, not at the user's first run.
-    parse_scenario(raw, source=target, default_name=Path(target).stem,
-                   base_dir=Path(target).parent if target != "-" else Path.cwd())
+    try:
+        parse_scenario(raw, source=target, default_name=Path(target).stem,
+                       base_dir=Path(target).parent if target != "-" else Path.cwd())
+    except ScenarioError as err:
+        raise attribute(err, applied).with_source(f"{target} (as imported)") from None
     text = imported.yaml_text()
     for note in imported.notes:
         print(f"note: {note}", file=sys.stderr)
     if target == "-":
         sys.stdout.write(text)
     else:
-        write_text(target, text)
+        _writing(Path(target), "-o", lambda: write_text(target, text))
         print(f"wrote {target}: model {imported.model!r}, {plural(len(raw['graph']['walks']), 'walk')}, "
               f"{plural(imported.worker_graphs, 'worker graph')}"
               + (f"; defaults to edit: {', '.join(imported.defaulted)}" if imported.defaulted else ""),

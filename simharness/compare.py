@@ -31,6 +31,7 @@ from simharness.run import RunReport, run_scenario
 from simharness.scenario.model import Scenario
 from simharness.signals import Signal
 from simharness.trace import to_json
+from simharness.wording import plural
 
 RowKey = tuple[str, str]  # walk, node
 
@@ -267,7 +268,7 @@ def render(cmp: Comparison, out: TextIO) -> None:
         n_rows = sum(1 for d in cmp.differences if d["kind"] == "forwards")
         what = []
         if n_rows:
-            what.append(f"forward counts differ on {n_rows} (walk, node) row{'s' if n_rows != 1 else ''}")
+            what.append(f"forward counts differ on {plural(n_rows, '(walk, node) row')}")
         if any(d["kind"] == "outcome" for d in cmp.differences):
             what.append("outcomes or violations differ")
         w("\n")

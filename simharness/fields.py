@@ -10,6 +10,7 @@ with the unit in the message, rather than surfacing later as a "runtime bug".
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 import re
@@ -53,6 +54,8 @@ def describe(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
+    if isinstance(value, datetime.date):  # YAML reads an unquoted 2020-01-01 as a date
+        return f"the date {value.isoformat()} (quote it for a string)"
     return type(value).__name__
 
 

@@ -14,6 +14,26 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+#: how to install what --workers and --scheduler need: the dask extra
+DASK_INSTALL = "pip install 'simharness[dask]'"
+#: seconds to wait for a --scheduler to answer; None: dask's own setting
+#: (distributed.comm.timeouts.connect, 30 s unless configured)
+CONNECT_TIMEOUT_S: float | None = None
+
+
+def _connect(scheduler: str) -> Any:
+    """A client of the Dask scheduler at `scheduler`; one that cannot be reached (nothing
+    listens there, an address dask cannot read) is a usage error naming the flag."""
+    from dask.distributed import Client
+
+    from simharness.errors import UsageError
+
+    try:
+        timeout = {} if CONNECT_TIMEOUT_S is None else {"timeout": CONNECT_TIMEOUT_S}
+        return Client(scheduler, **timeout)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
+
 
 class Pool:
     """Where tasks run. A task is a module-level function and a picklable argument."""
@@ -27,10 +47,10 @@ class Pool:
                 from dask.distributed import Client, LocalCluster
             except ImportError:  # pragma: no cover - depends on the environment
                 from simharness.errors import UsageError
-                raise UsageError("--workers N > 1 and --scheduler need dask[distributed] "
-                                 "(pip install 'dask[distributed]')") from None
+                raise UsageError(f"--workers N > 1 and --scheduler need dask[distributed] "
+                                 f"({DASK_INSTALL})") from None
             if scheduler:
-                self.client = Client(scheduler)
+                self.client = _connect(scheduler)
                 self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
             else:
                 # ":0": the dashboard on any free port; the default 8787 may be taken by another

@@ -57,13 +57,16 @@ def with_seed(scenario: Scenario, seed: int | None) -> Scenario:
 
 
 def build_runtime(scenario: Scenario, name: str | None = None) -> Any:
-    """The runtime named on the command line, else the scenario's own choice with its options."""
-    if name is not None:
+    """The runtime named on the command line, else the scenario's own choice with its options
+    (which also apply when the command line names the scenario's runtime)."""
+    if name is not None and name != scenario.runtime.name:
         return registry.resolve(name)
     try:
         return registry.resolve(scenario.runtime.name, dict(scenario.runtime.options))
     except UsageError as exc:
         raise ScenarioError("runtime", str(exc), source=scenario.source) from None
+    except registry.OptionError as exc:
+        raise ScenarioError(f"runtime.options.{exc.key}", str(exc), source=scenario.source) from None
     except (TypeError, ValueError) as exc:
         raise ScenarioError("runtime.options", str(exc), source=scenario.source) from None
 

@@ -38,13 +38,18 @@ from msgspec import Struct
 
 from simharness import interrupts
 from simharness.errors import ScenarioError, UsageError
+from simharness.fields import describe
 from simharness.scenario import loader
 from simharness.scenario.model import CorpusMeta
+from simharness.scenario.reading import read_bytes
 from simharness.scenario.sections import parse_corpus
 from simharness.trace import DIGEST_SCHEME, other_scheme
 from simharness.wording import plural
 
 PASS = "pass"
+#: Most seeds one sweep runs: a range beyond this is a typo, not a sweep (its list alone would
+#: fill the memory).
+MAX_SEEDS = 100_000
 
 
 class Cell(Struct, frozen=True):
@@ -97,6 +102,8 @@ def parse_seeds(text: str) -> list[int]:
         raise UsageError(f"--seeds {text!r}: expected A..B (both included) or N, e.g. 0..99") from None
     if lo < 0 or hi < lo:
         raise UsageError(f"--seeds {text!r}: expected 0 <= A <= B")
+    if hi - lo + 1 > MAX_SEEDS:
+        raise UsageError(f"--seeds {text!r}: {hi - lo + 1:,} seeds; at most {MAX_SEEDS:,} in one sweep")
     return list(range(lo, hi + 1))
 
 
@@ -186,7 +193,10 @@ def plan(scenarios: list[str], overrides: list[str], runtimes: list[str],
     if not scenarios:
         raise UsageError("sweep needs at least one scenario file")
     for name in runtimes:
-        registry.resolve(name)
+        try:
+            registry.resolve(name)
+        except UsageError as exc:
+            raise UsageError(f"--runtime {name}: {exc}") from None
     cells = []
     for path in scenarios:
         load_scenario(path, overrides)  # raises ScenarioError naming the file and key
@@ -194,6 +204,30 @@ def plan(scenarios: list[str], overrides: list[str], runtimes: list[str],
             for seed in seeds if seeds is not None else [None]:
                 cells.append(Cell(str(path), tuple(overrides), rt, seed))
     return cells
+
+
+def _baseline_cells(data: Any, baseline: str) -> list[dict[str, Any]]:
+    """The cells of a --baseline file, each checked to be a cell of a sweep's --json output; a
+    refusal names the file and the place in it."""
+    def bad(where: str, what: str) -> UsageError:
+        return UsageError(f"--baseline {baseline}: {where} {what} (expected the --json output of "
+                          f"a sweep: cells[] with scenario, runtime, seed and verdict)")
+
+    if not isinstance(data, dict) or "cells" not in data:
+        raise bad("the file", "has no cells")
+    if not isinstance(data["cells"], list):
+        raise bad("cells", f"is {describe(data['cells'])}, not a list")
+    for i, c in enumerate(data["cells"]):
+        if not isinstance(c, dict):
+            raise bad(f"cells[{i}]", f"is {describe(c)}, not a mapping")
+        for key in ("scenario", "runtime", "verdict"):
+            if not isinstance(c.get(key), str):
+                raise bad(f"cells[{i}].{key}", "is missing" if key not in c
+                          else f"is {describe(c[key])}, not a string")
+        if isinstance(c.get("seed"), bool) or not isinstance(c.get("seed"), int):
+            raise bad(f"cells[{i}].seed", "is missing" if "seed" not in c
+                      else f"is {describe(c['seed'])}, not an integer")
+    return data["cells"]
 
 
 class Expectations:
@@ -211,14 +245,15 @@ class Expectations:
 
     def _read(self, baseline: str, strict: bool) -> None:
         try:
-            data = json.loads(Path(baseline).read_text(encoding="utf-8"))
-            for c in data["cells"]:
-                self.recorded[(c["scenario"], c["runtime"], int(c["seed"]))] = c
-        except FileNotFoundError:
-            raise UsageError(f"--baseline {baseline}: no such file") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"--baseline {baseline}: not the --json output of a sweep "
-                             f"(expected cells[].scenario/runtime/seed/verdict): {exc}") from None
+            data = json.loads(read_bytes(baseline, what="file"))
+        except ScenarioError as err:  # missing, a folder, a pipe, too large, unreadable
+            raise UsageError(f"--baseline {baseline}: {err.message}") from None
+        except ValueError as exc:  # not UTF-8, not JSON
+            raise UsageError(f"--baseline {baseline}: not JSON ({exc})") from None
+        for c in _baseline_cells(data, baseline):
+            self.recorded[(c["scenario"], c["runtime"], c["seed"])] = c
+        if self.recorded and not any(c.get("trace_digest") for c in self.recorded.values()):
+            self.notes.append("the baseline records no trace digests: digests were not compared")
         schemes = sorted({s for c in self.recorded.values() if c.get("trace_digest")
                           and (s := other_scheme(str(c["trace_digest"]))) is not None})
         if schemes:
@@ -237,8 +272,9 @@ class Expectations:
             before = self.recorded.get(cell.key())
             if before is not None:
                 cell.expected, cell.why_expected = before["verdict"], "baseline"
-                cell.digest_changed = (self.digests_comparable
-                                       and before.get("trace_digest") != cell.trace_digest)
+                # a baseline cell without a digest (an error, an older file) has none to differ
+                cell.digest_changed = (self.digests_comparable and bool(before.get("trace_digest"))
+                                       and before["trace_digest"] != cell.trace_digest)
                 return
             cell.why_expected = "default (not in the baseline)"
         if cell.path not in self.corpus:
@@ -299,10 +335,11 @@ def render(result: SweepResult, out: Any) -> None:
             print(f"  {c.scenario} {c.runtime} seed {c.seed}: {c.verdict}, expected {c.expected} "
                   f"[{c.why_expected}]", file=out)
         if len(bad) > 50:
-            print(f"  ... and {len(bad) - 50} more (--json lists every cell)", file=out)
+            print(f"  ... and {len(bad) - 50} more (--json lists every run)", file=out)
     changed = sum(1 for c in result.cells if c.digest_changed)
     if changed:
-        print(f"\n{changed} cell(s) have a trace digest other than the baseline's", file=out)
+        print(f"\n{plural(changed, 'run')} {'has' if changed == 1 else 'have'} a trace digest other "
+              f"than the baseline's", file=out)
     for note in result.notes:
         print(f"\nnote: {note}", file=out)
     verdict = "FAIL" if bad else "PASS"

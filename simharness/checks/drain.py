@@ -19,6 +19,7 @@ from collections import defaultdict
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join, rid_order
+from simharness.wording import plural
 
 
 class DrainCheck:
@@ -70,7 +71,7 @@ class DrainCheck:
         for (rid, rank, reason), sigs in sorted(groups.items(),
                                                 key=lambda kv: (rid_order(kv[0][0]), kv[0][1])):
             what = (and_join([s.describe() for s in sigs]) if sigs
-                    else f"{counts[(rid, rank, reason)]} message(s)")
+                    else plural(counts[(rid, rank, reason)], "message"))
             out.append(Violation(self.name, f"rank {rank} dropped {what}: {reason}",
                                  rank=rank, request=rid,
                                  details={"signals": [s.name for s in sigs]}))
@@ -83,13 +84,15 @@ class DrainCheck:
                 kinds = defaultdict(int)
                 for rid, kind in items:
                     kinds[(rid, kind)] += 1
-                text = and_join([f"{n} {k} for {r}" for (r, k), n in kinds.items()])
+                text = and_join([f"{plural(n, f'{k} message')} for {r}" for (r, k), n in kinds.items()])
                 out.append(Violation(self.name, f"rank {rank} ends with messages parked for removed "
                                                 f"requests (never processed, never freed): {text}",
                                      rank=rank))
             if f.conductor_requests or f.conductor_waiting:
                 left = list(f.conductor_requests + f.conductor_waiting)
-                out.append(Violation(self.name, f"the conductor ends with requests {and_join(left)}"))
+                out.append(Violation(self.name, f"the conductor ends with "
+                                                f"{'request' if len(left) == 1 else 'requests'} "
+                                                f"{and_join(left)} still open"))
             for rank in f.busy_ranks:
                 out.append(Violation(self.name, f"rank {rank} is still busy at the end", rank=rank))
         return out

@@ -328,7 +328,7 @@ def _explain(got: list[int | None], want: list[int | None]) -> str:
     if len(got) > len(want) and got[: len(want)] == want:
         extra = got[len(want):]
         if all(c is None for c in extra):
-            return f"{len(extra)} extra forward{'s' if len(extra) > 1 else ''} (the node is in no loop)"
+            return f"{plural(len(extra), 'extra forward')} (the node is in no loop)"
         what = "an extra pass" if len(extra) == 1 else f"{len(extra)} extra passes"
         return f"{what} at loop counter {counters_text(extra)} after the loop ended"
     if len(got) < len(want) and want[: len(got)] == got:

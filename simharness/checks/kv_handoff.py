@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation
+from simharness.wording import plural
 
 
 class KvHandoffCheck:
@@ -23,8 +24,9 @@ class KvHandoffCheck:
             self.early.append(e)
 
     def finish(self, ctx: RunContext) -> list[Violation]:
-        return [Violation(self.name, f"{e.node} started on rank {e.rank} holding {e.have} of {e.need} tokens "
-                                     f"of KV label {e.label!r}: it ran before its KV pull completed",
+        return [Violation(self.name, f"{e.node} started on rank {e.rank} holding {e.have} of "
+                                     f"{plural(e.need, 'token')} of KV label {e.label!r}: it ran "
+                                     f"before its KV pull completed",
                           walk=e.walk, node=e.node, rank=e.rank, request=e.rid,
                           details={"label": e.label, "have": e.have, "need": e.need})
                 for e in self.early]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from simharness import events as ev
 from simharness.checks.base import RunContext, Violation, and_join
 from simharness.scenario.model import Scenario
+from simharness.wording import plural
 
 
 class LivenessCheck:
@@ -114,7 +115,7 @@ class LivenessCheck:
             cycle = " -> ".join(r.cycle)
             msg = (f"{r.rid} ran away in walk {r.walk} (pass {r.pass_no}) at t={r.t:.3f} s: "
                    f"{r.node}@{r.rank} ran {r.forwards} forwards where the graph explains "
-                   f"{r.explained} ({passes} pass{'es' if passes != 1 else ''} of {per_pass}); "
+                   f"{r.explained} ({plural(passes, 'pass', 'passes')} of {per_pass}); "
                    f"it keeps cycling {cycle}. The request was cut short instead of running to its "
                    f"{ctx.scenario.limits.request_timeout_s:g} s timeout")
             out.append(Violation(

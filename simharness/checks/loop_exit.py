@@ -26,6 +26,7 @@ from simharness.checks.base import RunContext, Violation, and_join
 from simharness.graph.derive import loop_back_pairs
 from simharness.ridmap import RidMap
 from simharness.scenario.model import Scenario
+from simharness.wording import plural
 
 
 class LoopExitCheck:
@@ -144,8 +145,8 @@ class LoopExitCheck:
                     if loop in e.finished_loops else f"after its copy in {e.wg} had ended")
             out.append(Violation(
                 self.name,
-                f"{e.node} on rank {e.rank} routed {len(stray)} loop-back edge"
-                f"{'s' if len(stray) > 1 else ''} of loop {loop!r} {when}: " + "; ".join(parts),
+                f"{e.node} on rank {e.rank} routed {plural(len(stray), 'loop-back edge')} of loop "
+                f"{loop!r} {when}: " + "; ".join(parts),
                 walk=e.walk, node=e.node, rank=e.rank, request=e.rid,
                 details={"loop": loop, "pass": e.pass_no, "wg": e.wg,
                          "last_iteration_begun_by": f"{first[0]}@{first[1]}",

@@ -26,6 +26,7 @@ from simharness.checks.base import RequestsOver, RunContext, Violation, rid_orde
 from simharness.placement.layout import Layout
 from simharness.ridmap import RidMap, RidSet
 from simharness.scenario.model import Scenario
+from simharness.wording import plural
 
 #: (node, walk, rids) of one batch
 Batch = tuple[str, str, tuple[str, ...]]
@@ -76,6 +77,20 @@ class _Pair:
             self.lead.clear()
             self.mine.clear()
             self.rids = RidSet()
+
+
+def _ranks(ranks: tuple[int, ...]) -> str:
+    """An instance's ranks: ``ranks 0, 1``."""
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}"
+
+
+def _effects(eff: tuple) -> str:
+    """What one forward did, in words: ``dropped nothing, finished loop decode_loop, completed
+    decode#0``."""
+    dropped, finished, completed = eff
+    return (f"dropped {', '.join(f'{n}→{d}' for n, d in dropped) or 'nothing'}, "
+            f"finished {'loop ' + ', '.join(finished) if finished else 'no loop'}, "
+            f"completed {', '.join(completed) or 'no worker graph'}")
 
 
 class TpAgreementCheck:
@@ -197,9 +212,8 @@ class TpAgreementCheck:
                 got = per_rank[r]
                 if got != ref:
                     out.append(Violation(
-                        self.name, f"{node} at counter {c} dropped {list(got[0])}, finished {list(got[1])} "
-                                   f"and completed {list(got[2])} on rank {r} but {list(ref[0])}, "
-                                   f"{list(ref[1])} and {list(ref[2])} on rank {ranks[0]}",
+                        self.name, f"{node} {'outside any loop' if c is None else f'at loop counter {c}'}"
+                                   f": rank {r} {_effects(got)}, but rank {ranks[0]} {_effects(ref)}",
                         walk=walk, node=node, rank=r, request=rid))
         return out
 
@@ -218,14 +232,15 @@ class TpAgreementCheck:
                 if pair.differ is not None:
                     i, a, b = pair.differ
                     out.append(Violation(
-                        self.name, f"rank {r} ran batch {i} of its instance {list(ranks)} as "
-                                   f"{b[0]} {list(b[2])} where rank {ranks[0]} ran {a[0]} {list(a[2])}",
+                        self.name, f"rank {r} ran batch {i} of its instance ({_ranks(ranks)}) as "
+                                   f"{b[0]} for {', '.join(b[2])} where rank {ranks[0]} ran {a[0]} for "
+                                   f"{', '.join(a[2])}",
                         node=b[0], rank=r, details={"instance": list(ranks), "batch": i}))
                 elif pair.n_lead != pair.n_mine and all(ctx.outcomes.get(x) == "completed"
                                                         for x in pair.rids):
                     out.append(Violation(
-                        self.name, f"rank {r} ran {pair.n_mine} batches of its instance {list(ranks)}, "
-                                   f"rank {ranks[0]} ran {pair.n_lead}",
+                        self.name, f"rank {r} ran {plural(pair.n_mine, 'batch', 'batches')} of its "
+                                   f"instance ({_ranks(ranks)}), rank {ranks[0]} ran {pair.n_lead}",
                         rank=r, details={"instance": list(ranks)}))
         effects = list(self.judged)
         for rid, held in self.effects.items():

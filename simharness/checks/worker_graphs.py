@@ -38,6 +38,7 @@ class WorkerGraphsCheck:
         for s in self.stalls:
             for wg, ranks in s.pending:
                 out.append(Violation(self.name, f"{wg} never reported done for pass {s.pass_no} of walk "
-                                                f"{s.walk} (ranks {', '.join(map(str, ranks))})",
+                                                f"{s.walk} ({'rank' if len(ranks) == 1 else 'ranks'} "
+                                                f"{', '.join(map(str, ranks))})",
                                      walk=s.walk, request=s.rid, details={"wg": wg, "ranks": list(ranks)}))
         return out

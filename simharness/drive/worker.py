@@ -44,6 +44,10 @@ class WorkerPort(Protocol):
         """Nothing to run: what to wait for until a message arrives."""
         ...
 
+    def wait(self, seconds: float) -> Any:
+        """What to wait for until `seconds` have passed (a worker that times its own loop)."""
+        ...
+
     def duration(self, batch: Batch) -> float:
         """How long the batch takes (the budget its `Started` records)."""
         ...

@@ -352,6 +352,11 @@ class SimWorker:
         self._wake = Tick([])
         return self._wake
 
+    def wait(self, seconds: float) -> Tick:
+        tick = Tick([])
+        heappush(self._queue, (self.env._now + seconds, NORMAL, next(self._eid), tick))
+        return tick
+
     def duration(self, batch: Batch) -> float:
         duration = self._duration_of(batch.node, batch.walk, len(batch.rids))
         if self._faults is not None:

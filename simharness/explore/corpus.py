@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from simharness.errors import ScenarioError
+from simharness.errors import ScenarioError, UsageError
 from simharness.explore.execute import execute, signature
 from simharness.fileio import write_text
 from simharness.run import RunReport, run_scenario, simulate
@@ -174,7 +174,10 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
         raise ScenarioError("corpus", "missing: not a corpus case (expected a corpus: block with "
                                       "signature, runtime and status)", source=str(p))
     runtime, status, expected = meta.runtime, meta.status, meta.signature
-    run = run_scenario(sc, runtime, keep_trace=keep_trace)
+    try:
+        run = run_scenario(sc, runtime, keep_trace=keep_trace)
+    except UsageError as exc:  # the recorded runtime cannot run here: the case's key says which
+        raise ScenarioError("corpus.runtime", str(exc), source=str(p)) from None
     got, digest = signature_of(run.violations, sc), run.trace_digest
     recorded = meta.trace_digest
     if status == "open":
@@ -191,6 +194,10 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
     if ok and recorded and recorded != digest:
         if update:
             message += "; trace digest updated" + _record_digest(p, sc, digest)
+        elif ":" not in recorded:  # not a digest of any scheme: a typo, not an old record
+            ok = False
+            message += (f"; corpus.trace_digest {recorded[:40]!r} is not a trace digest (expected "
+                        f"{DIGEST_SCHEME}:...): simharness replay --update records this run's")
         elif (old := other_scheme(str(recorded))) is not None:
             ok = False
             message += (f"; its trace digest was recorded under another digest scheme ({old}; "
@@ -213,6 +220,14 @@ _DIGEST_LINE = re.compile(r"^(  trace_digest: *)(\S*)[ \t]*$", re.MULTILINE)
 
 
 def _record_digest(path: Path, sc: Scenario, digest: str) -> str:
+    """`_write_digest`; a file that cannot be written is one line naming it."""
+    try:
+        return _write_digest(path, sc, digest)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot record the new trace digest: {exc.strerror or exc}") from None
+
+
+def _write_digest(path: Path, sc: Scenario, digest: str) -> str:
     """Write `digest` as the case's trace digest, changing nothing else of the file: its
     comments, order and layout are what a person may have written. In the file's one ``corpus:``
     block, the value of its ``trace_digest:`` line is replaced, or the line is added at the end

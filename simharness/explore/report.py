@@ -4,7 +4,8 @@ The summary object (``simharness fuzz --json``) is::
 
     {"runtime": ..., "seed": N, "examples": N, "examples_per_s": X, "slowest_example_s": X,
      "failures": [{"check": ..., "signature": ..., "known": bool, "case": PATH or null,
-                   "replay": "simharness replay PATH" or null, "nodes": N, "ranks": N,
+                   "replay": "simharness replay PATH" or null, "not_written": why or null,
+                   "nodes": N, "ranks": N,
                    "count": N, "shrunk": bool, "shrink_s": X, "shrink_stopped": "" | "time" |
                    "calls" | "interrupted", "message": ...}],
      "new": [signature, ...], "known": [signature, ...],
@@ -64,7 +65,7 @@ class Progress:
         head = f"fuzz {r.config.runtime} seed {r.config.seed}: "
         fails = ", ".join(f"{s} x{f.count}" + (" (known)" if s in r.config.known else "")
                           for s, f in sorted(r.findings.items())) or "none"
-        return (head + f"{r.examples} examples ({r.examples_per_s:.0f}/s) | failures: {fails} | "
+        return (head + f"{plural(r.examples, 'example')} ({r.examples_per_s:.0f}/s) | failures: {fails} | "
                 f"coverage {reached}/{total}")
 
     def __call__(self, r: CampaignResult) -> None:
@@ -100,19 +101,26 @@ class CaseWriter:
         self.known = known
         #: signature -> written case (new failures only)
         self.paths: dict[str, Path] = {}
+        #: signature -> why its case could not be written (the campaign goes on without it)
+        self.unwritten: dict[str, str] = {}
 
     def __call__(self, r: CampaignResult, sig: str, note: str = "") -> None:
-        if self.directory is None or sig in self.known or sig in self.paths:
+        if self.directory is None or sig in self.known or sig in self.paths or sig in self.unwritten:
             return
         f = r.findings[sig]
         sh = r.shrunk.get(sig)
         raw, nodes, ranks = (sh.raw, sh.nodes, sh.ranks) if sh else (f.raw, f.nodes, f.ranks)
         if sh is not None and sh.stopped == "time":
             note = note or "Shrinking stopped early: the campaign's time budget ran out."
-        self.paths[sig] = write_case(self.directory, raw, r.config.runtime, sig,
-                                     seed=r.config.seed,
-                                     example=f.chunk * r.config.chunk_size + f.example,
-                                     nodes=nodes, ranks=ranks, note=note)
+        try:
+            self.paths[sig] = write_case(self.directory, raw, r.config.runtime, sig,
+                                         seed=r.config.seed,
+                                         example=f.chunk * r.config.chunk_size + f.example,
+                                         nodes=nodes, ranks=ranks, note=note)
+        except OSError as exc:
+            # A full disk or a folder gone mid-campaign: the failures found so far still count
+            # and are still shown; only this case is missing from the corpus.
+            self.unwritten[sig] = f"cannot write to {self.directory}: {exc.strerror or exc}"
 
     def rest(self, r: CampaignResult, note: str) -> None:
         """Write the new failures that never became final (an interrupted campaign)."""
@@ -124,6 +132,7 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
                      interrupted: str = "") -> dict[str, Any]:
     known = writer.known if writer is not None else {}
     written = writer.paths if writer is not None else {}
+    unwritten = writer.unwritten if writer is not None else {}
     failures = []
     for sig in sorted(r.findings):
         f = r.findings[sig]
@@ -148,6 +157,7 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
                          message=messages[0] if messages else "")
         entry["case"] = None if path is None else Path(path).as_posix()
         entry["replay"] = None if path is None else f"simharness replay {Path(path).as_posix()}"
+        entry["not_written"] = unwritten.get(sig)
         failures.append(entry)
     cfg = r.config
     return {
@@ -172,6 +182,11 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
     }
 
 
+def outcomes_text(outcomes: dict[str, int]) -> str:
+    """``1 pass, 0 fail, 0 fault_induced, 0 invalid``: the campaign's outcome counts."""
+    return ", ".join(f"{n} {k}" for k, n in outcomes.items())
+
+
 _STOPPED = {"time": "shrinking stopped early: the time budget ran out",
             "calls": "shrinking stopped at its test-call budget",
             "interrupted": "not shrunk: the campaign was interrupted"}
@@ -179,8 +194,8 @@ _STOPPED = {"time": "shrinking stopped early: the time budget ran out",
 
 def print_summary(summary: dict[str, Any], out: IO[str]) -> None:
     s = summary
-    out.write(f"{s['examples']} examples under {s['runtime']} ({s['examples_per_s']}/s, slowest "
-              f"{s['slowest_example_s']:.2f} s), outcomes {s['outcomes']}\n")
+    out.write(f"{plural(s['examples'], 'example')} under {s['runtime']} ({s['examples_per_s']}/s, "
+              f"slowest {s['slowest_example_s']:.2f} s), outcomes: {outcomes_text(s['outcomes'])}\n")
     cov = s["coverage"]
     out.write(f"coverage {cov['reached']} graph features\n")
     for area in UNIVERSE:
@@ -190,19 +205,24 @@ def print_summary(summary: dict[str, Any], out: IO[str]) -> None:
     if not s["failures"]:
         out.write("no failure found\n")
     for f in s["failures"]:
-        size = f"{f['nodes']} nodes on {f['ranks']} rank(s)"
+        size = ("size not recorded" if f["nodes"] is None or f["ranks"] is None
+                else f"{plural(f['nodes'], 'node')} on {plural(f['ranks'], 'rank')}")
         if f["known"]:
             out.write(f"known {f['signature']} x{f['count']}: already in the corpus ({size})\n")
         else:
             how = _STOPPED.get(f["shrink_stopped"], "")
             if not how:
-                how = "shrunk" if f["shrunk"] else "as found (--no-shrink)"
+                # shrink_s is None exactly when no shrink ran (--no-shrink); a shrink that ran
+                # and gave nothing smaller is not --no-shrink's doing
+                how = ("shrunk" if f["shrunk"] else "as found (--no-shrink)" if f["shrink_s"] is None
+                       else "as found (the shrinker could not reduce it)")
                 if f["shrunk"] and f["shrink_s"] is not None:
                     how += f" in {f['shrink_s']:.1f} s"
             out.write(f"FAIL {f['signature']} x{f['count']} (new): {size}, {how}\n")
             if f["message"]:
                 out.write(f"     {shorten(f['message'], MESSAGE_CHARS)}\n")
-        out.write(f"     {f['replay'] or 'not written (--no-write)'}\n")
+        unwritten = f"not written: {f['not_written']}" if f.get("not_written") else "not written (--no-write)"
+        out.write(f"     {f['replay'] or unwritten}\n")
     new, known = len(s["new"]), len(s["known"])
-    out.write(f"{new} new failure(s), {known} known\n")
+    out.write(f"{plural(new, 'new failure')}, {known} known\n")
     out.write(f"reproduce: {s['reproduce']}\n")

@@ -71,6 +71,25 @@ def read_config(path: Path) -> dict[str, Any]:
     return cfg
 
 
+class ModelFailure(UsageError):
+    """mstar's own model code failed on the model as built: dividing it by its config
+    (`stage` ``divide``) or giving its walks (``walks``)."""
+
+    def __init__(self, message: str, stage: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+def with_options(options: dict[str, Any] | None, where: str) -> str:
+    """`` (with --set model.k=v)`` / `` (with graph.mstar_options {k: v})``: the options that
+    were applied to the model's config, for a message about a failure they may have caused."""
+    if not options:
+        return ""
+    if where == "model":
+        return " (with --set " + ", ".join(f"model.{k}={v!r}" for k, v in options.items()) + ")"
+    return f" (with {where} {{" + ", ".join(f"{k}: {v!r}" for k, v in options.items()) + "})"
+
+
 @dataclass
 class ImportedGraph:
     """A scenario's ``graph`` built from a registered model (see `import_graph`)."""
@@ -83,23 +102,32 @@ class ImportedGraph:
 
 def import_graph(model_name: str, config_path: Path | None = None,
                  model_kwargs: dict[str, Any] | None = None,
-                 options: dict[str, Any] | None = None) -> ImportedGraph:
+                 options: dict[str, Any] | None = None, where: str = "model") -> ImportedGraph:
     """The scenario ``graph`` (walks, partitions, streams, request kinds) of a registered model,
-    after it read `config_path` as mstar does (without a config: as the model is by default)."""
+    after it read `config_path` as mstar does (without a config: as the model is by default).
+    `where`: the key path `options` were given under (see `build_model`)."""
     # mstar's modules print (a missing flash_attn, an odd head_dim); stdout may be the scenario.
     with contextlib.redirect_stdout(sys.stderr):
-        built = build_model(model_name, model_kwargs or {}, options)
+        built = build_model(model_name, model_kwargs or {}, options, where)
         model = built.model
         worker_graphs = []
+        given = with_options(options, where)
         if config_path is not None:
             try:
                 worker_graphs = model.get_worker_graphs(str(config_path))
             except Exception as exc:
-                raise UsageError(f"{config_path}: mstar itself cannot divide model {model_name!r} "
-                                 f"by this config ({type(exc).__name__}: {exc})") from None
-        walks = model.get_graph_walk_graphs()
-        partitions = model.get_partitions()
-        topology = model.get_partition_topology()
+                raise ModelFailure(f"{config_path}: mstar itself cannot divide model {model_name!r} "
+                                   f"by this config{given} ({type(exc).__name__}: {exc})", "divide") from None
+        try:
+            walks = model.get_graph_walk_graphs()
+            partitions = model.get_partitions()
+            topology = model.get_partition_topology()
+        except Exception as exc:  # mstar's code, on a model built without weights
+            # A model such as bagel sets up its walks while it reads its config.
+            why = "; this model may need a config: name one in graph.mstar_config" if (
+                config_path is None) else ""
+            raise ModelFailure(f"mstar model {model_name!r} cannot give its graph walks{given} "
+                               f"({type(exc).__name__}: {exc}){why}", "walks") from None
     defaults = MODEL_DEFAULTS.get(model_name)
 
     notes: list[str] = []
@@ -142,7 +170,7 @@ def import_config(config: str, options: dict[str, Any] | None = None) -> Importe
     path = resolve_config(config)
     cfg = read_config(path)
     name = path.stem
-    g = import_graph(cfg["model"], path, cfg.get("model_kwargs") or {}, options)
+    g = import_graph(cfg["model"], path, cfg.get("model_kwargs") or {}, options, "model")
     raw: dict[str, Any] = {
         "name": name,
         "description": f"mstar-ai {PINNED} default config {name} (model {cfg['model']}), imported from "

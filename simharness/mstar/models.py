@@ -24,8 +24,10 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from simharness.errors import UsageError
+from simharness.errors import ScenarioError, UsageError
+from simharness.mstar.package import EXTRA_INSTALL
 from simharness.mstar.stubs import stubbed_imports
+from simharness.wording import hint
 
 #: registry name -> (config module, config class or factory, its arguments): the model's config
 #: with the defaults of its own config code (what a checkpoint's config.json would override)
@@ -125,9 +127,10 @@ def model_class(name: str) -> tuple[type, tuple[str, ...]]:
         reg = registry()
     except Exception as exc:
         raise UsageError(f"mstar's model registry does not import here ({type(exc).__name__}: {exc}); "
-                         f"install the mstar extra: pip install -e \".[mstar]\"") from None
+                         f"install the mstar extra: {EXTRA_INSTALL}") from None
     if name not in reg:
-        raise UsageError(f"unknown mstar model {name!r} (registered: {', '.join(sorted(reg))})")
+        raise UsageError(f"unknown mstar model {name!r}{hint(name, reg)} "
+                         f"(registered: {', '.join(sorted(reg))})")
     module, cls_name = reg[name]
     with stubbed_imports() as used:
         try:
@@ -142,8 +145,10 @@ def model_class(name: str) -> tuple[type, tuple[str, ...]]:
 
 
 def build_model(name: str, model_kwargs: dict[str, Any] | None = None,
-                options: dict[str, Any] | None = None) -> BuiltModel:
-    """The registered model `name`, created without weights (see the module docstring)."""
+                options: dict[str, Any] | None = None, where: str = "model") -> BuiltModel:
+    """The registered model `name`, created without weights (see the module docstring);
+    `where` is the key path under which `options` were given (``model`` for import-mstar's
+    ``--set model.FIELD``, ``graph.mstar_options`` in a scenario)."""
     from mstar.model.registry import HF_MODELS
 
     cls, stubbed = model_class(name)
@@ -166,7 +171,7 @@ def build_model(name: str, model_kwargs: dict[str, Any] | None = None,
     else:
         raise UsageError(f"simharness does not know how to build mstar model {name!r} without "
                          f"weights yet (known: {', '.join(sorted(CONFIG_CLASSES | SELF_LOADING))})")
-    _apply(model.config, options or {}, "model", strict=True)
+    _apply(model.config, options or {}, where, strict=True)
     return BuiltModel(name, model, stubbed, dict(options or {}))
 
 
@@ -175,7 +180,8 @@ def _apply(config: Any, values: dict[str, Any], where: str, strict: bool) -> Non
     for key, value in values.items():
         if key not in fields:
             if strict:
-                raise UsageError(f"{where}.{key}: {type(config).__name__} has no field {key!r} "
-                                 f"(fields: {', '.join(sorted(fields))})")
+                raise ScenarioError(f"{where}.{key}", f"{type(config).__name__} has no field {key!r}"
+                                                      f"{hint(key, fields)} "
+                                                      f"(fields: {', '.join(sorted(fields))})")
             continue
         setattr(config, key, value)

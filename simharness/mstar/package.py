@@ -94,6 +94,12 @@ def default_config_names() -> list[str]:
     return sorted(p.stem for p in default_configs_dir().glob("*.yaml"))
 
 
+def shipped_config_names() -> list[str]:
+    """The names of the configs shipped with mstar-ai; none when it is not installed."""
+    folder = _default_configs()
+    return [] if folder is None else sorted(p.stem for p in folder.glob("*.yaml"))
+
+
 def shipped_config(name: str) -> Path | None:
     """The config shipped with mstar-ai under `name` (with or without ``.yaml``); None when
     there is none, or mstar-ai is not installed."""
@@ -113,10 +119,10 @@ def resolve_config(config: str) -> Path:
     if shipped is not None:
         return shipped
     names = default_config_names()
-    raise UsageError(f"{config}: neither a config file nor a config shipped with mstar-ai"
-                     f"{hint(Path(config).stem, names)} (shipped: {', '.join(names)})")
+    raise UsageError(f"{config!r}: neither a config file nor a config shipped with mstar-ai"
+                     f"{hint(config.removesuffix('.yaml'), names)} (shipped: {', '.join(names)})")
 
 
 __all__ = ["EXTRA_INSTALL", "PINNED", "PIP_INSTALL", "default_config_names", "default_configs_dir",
            "graph_module", "installed_version", "is_available", "mstar_divider", "resolve_config",
-           "shipped_config"]
+           "shipped_config", "shipped_config_names"]

@@ -15,6 +15,7 @@ from simharness.graph.ir import Section, iter_loops
 from simharness.mstar.convert import dest_of, to_mstar
 from simharness.mstar.package import graph_module
 from simharness.placement.layout import Layout, section_shape
+from simharness.wording import plural
 
 
 class PlacementMismatch(RuntimeError):
@@ -84,7 +85,7 @@ def mstar_worker_graphs(layout: Layout, model_cls: Any) -> dict[str, Any]:
         ours = layout.by_walk.get(walk, ())
         if len(theirs) != len(ours):
             raise PlacementMismatch(
-                f"walk {walk!r}: mstar divides it into {len(theirs)} worker graphs "
+                f"walk {walk!r}: mstar divides it into {plural(len(theirs), 'worker graph')} "
                 f"({'; '.join(mstar_shape(w.section, g) for w in theirs)}), simharness into "
                 f"{len(ours)} ({'; '.join(w.id for w in ours)})")
         for mine, real in zip(ours, theirs, strict=True):

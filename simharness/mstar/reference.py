@@ -30,7 +30,7 @@ REFERENCE_KEYS = ("mstar_model", "mstar_config", "mstar_options")
 
 def resolve_graph(graph: dict[str, Any], placement: Any, base_dir: Path) -> tuple[dict[str, Any], list[str]]:
     """The ``graph`` mapping with the model's walks filled in, and the import's notes."""
-    from simharness.mstar.build import import_graph, read_config
+    from simharness.mstar.build import ModelFailure, import_graph, read_config
     from simharness.mstar.package import resolve_config
 
     for key in FROM_MODEL:
@@ -52,19 +52,29 @@ def resolve_graph(graph: dict[str, Any], placement: Any, base_dir: Path) -> tupl
     model_kwargs: dict[str, Any] = {}
     try:
         if config is not None:
-            if not isinstance(config, str):
+            if not isinstance(config, str) or not config:
                 raise ScenarioError(key, f"expected a config path or a shipped config's name, got {config!r}")
             candidate = Path(config) if Path(config).is_absolute() else base_dir / config
-            cfg_path = candidate if candidate.is_file() else resolve_config(config)
+            try:
+                cfg_path = candidate if candidate.is_file() else resolve_config(config)
+            except UsageError as err:
+                if "neither a config file" not in str(err):
+                    raise  # mstar-ai missing: not this key's fault
+                raise ScenarioError(key, str(err)) from None
             cfg = read_config(cfg_path)
             if cfg["model"] != model:
                 raise ScenarioError(key, f"config {config!r} is for model {cfg['model']!r}, not "
                                          f"{model!r} (graph.mstar_model)")
             model_kwargs = cfg.get("model_kwargs") or {}
-        imported = import_graph(model, cfg_path, model_kwargs, options)
-    except UsageError as err:
-        path = "graph.mstar_options" if "has no field" in str(err) else "graph.mstar_model"
+        imported = import_graph(model, cfg_path, model_kwargs, options, "graph.mstar_options")
+    except ModelFailure as err:
+        # mstar's code failed on the model as configured: blame the options when there are
+        # any, else the config it could not be divided by, else the model
+        path = ("graph.mstar_options" if options else key if err.stage == "divide"
+                else "graph.mstar_model")
         raise ScenarioError(path, str(err)) from None
+    except UsageError as err:
+        raise ScenarioError("graph.mstar_model", str(err)) from None
     out = dict(imported.graph)
     for key in OWN_KEYS:
         if key in graph:

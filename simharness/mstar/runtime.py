@@ -33,6 +33,7 @@ from typing import Any
 from simharness.errors import UsageError
 from simharness.mstar.convert import to_mstar
 from simharness.mstar.package import (
+    EXTRA_INSTALL,
     PINNED,
     PIP_INSTALL,
     graph_module,
@@ -44,6 +45,7 @@ from simharness.mstar.placement import mstar_worker_graphs
 from simharness.mstar.state import MstarRankRuntime
 from simharness.placement.layout import Layout
 from simharness.runtime.assembly import ModelRuntime
+from simharness.wording import hint
 
 PLACEMENT_CHOICES = ("auto", "mstar", "simharness")
 
@@ -78,7 +80,7 @@ class MstarRuntime(ModelRuntime):
         graph_module()
         if placement not in PLACEMENT_CHOICES:
             raise ValueError(f"placement must be one of {', '.join(PLACEMENT_CHOICES)}, "
-                             f"got {placement!r}")
+                             f"got {placement!r}{hint(str(placement), PLACEMENT_CHOICES)}")
         super().__init__(batching=batching, drain_barrier=drain_barrier)
         self.notes: list[str] = []
         found = installed_version()
@@ -92,7 +94,7 @@ class MstarRuntime(ModelRuntime):
                 if placement == "mstar":
                     raise UsageError(f"runtime mstar-graph: placement 'mstar' needs mstar.model.base, "
                                      f"which cannot be imported ({why}); it needs torch, triton, "
-                                     f"pyzmq and msgpack")
+                                     f"pyzmq and msgpack: {EXTRA_INSTALL}")
                 self.notes.append(
                     f"runtime mstar-graph: mstar.model.base cannot be imported ({why}), so the walks "
                     f"are divided by simharness's placement (which follows mstar's "

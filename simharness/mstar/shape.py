@@ -67,7 +67,7 @@ def shape_differences(mine: Section, theirs: Section, path: str = "") -> list[st
         assert isinstance(theirs, Loop)
         out = []
         if mine.max_iters != theirs.max_iters:
-            out.append(f"{path}: loop {mine.name} runs {mine.max_iters} iterations here, "
+            out.append(f"{path}: loop {mine.name} runs {plural(mine.max_iters, 'iteration')} here, "
                        f"{theirs.max_iters} in mstar")
         if a[3:] != b[3:]:
             out.append(f"{path}: loop {mine.name}: outputs {a[3:]} here, {b[3:]} in mstar")

@@ -17,6 +17,7 @@ from simharness.report.summary import forward_counts, forward_order, request_cou
 from simharness.report.table import cell, line, render_table
 from simharness.ridmap import rid_number
 from simharness.run import RunReport
+from simharness.wording import plural
 
 MAX_COLUMNS = 12
 MAX_VIOLATIONS = 40
@@ -142,7 +143,7 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
             w(f"  ... and {len(groups) - MAX_VIOLATIONS} more (--json lists them all)\n")
         by_check = Counter(v.check for v in report.violations)
         w("\n")
-        line(out, f"FAIL: {len(report.violations)} violation{'s' if len(report.violations) != 1 else ''} ("
+        line(out, f"FAIL: {plural(len(report.violations), 'violation')} ("
              + ", ".join(f"{c} {n}" for c, n in by_check.items()) + ")", "bad")
         if command:
             w(f"rerun: {rerun_command(sc.seed, command)}\n")

@@ -63,7 +63,17 @@ def console_text(report: RunReport, command: list[str] | None = None) -> str:
     return buf.getvalue()
 
 
-def params_section(report: RunReport) -> str:
+def rerun_line(report: RunReport, command: list[str] | None = None) -> str:
+    """The line that reruns `report`'s run: its command (its --set overrides kept) when known,
+    else one built from the scenario's file, runtime and seed."""
+    if command:
+        from simharness.report.console import rerun_command
+
+        return rerun_command(report.scenario.seed, command)
+    return replay_command(report)
+
+
+def params_section(report: RunReport, command: list[str] | None = None) -> str:
     sc = report.scenario
     rows = [("scenario", sc.name), ("file", str(sc.source)), ("runtime", report.runtime),
             ("backend", report.backend), ("seed", str(sc.seed)), ("fingerprint", sc.fingerprint),
@@ -71,11 +81,11 @@ def params_section(report: RunReport) -> str:
             ("requests", ", ".join(f"{k} {v}" for k, v in _request_counts(report).items())),
             ("simulated time" if report.backend == "sim" else "run time",
              f"{report.result.sim_time_s:.3f} s"),
-            ("replay", replay_command(report))]
+            ("rerun", rerun_line(report, command))]
     items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in rows)
     return (f'<section id="parameters"><h2>Parameters and outcome</h2><p>Outcome: '
-            f'{_outcome(report.outcome)} ({len(report.violations)} violation'
-            f'{"s" if len(report.violations) != 1 else ""})</p><dl class="params">{items}</dl></section>')
+            f'{_outcome(report.outcome)} ({plural(len(report.violations), "violation")})</p>'
+            f'<dl class="params">{items}</dl></section>')
 
 
 def _request_counts(report: RunReport) -> dict[str, int]:
@@ -134,14 +144,9 @@ def violations_section(story: Story, command: list[str] | None = None) -> str:
     if not report.violations:
         return ('<section id="violations"><h2>Violations</h2><p class="pass">None: every check '
                 'holds.</p></section>')
-    replay = replay_command(report)
-    if command:
-
-        from simharness.report.console import rerun_command
-
-        replay = rerun_command(report.scenario.seed, command)
+    rerun = rerun_line(report, command)
     parts = [f'<section id="violations"><h2>Violations ({len(report.violations)})</h2>',
-             f"<p>Replay: <code>{escape(replay)}</code></p>"]
+             f"<p>Rerun: <code>{escape(rerun)}</code></p>"]
     first_time: dict[tuple, float] = {}
     for v in report.violations:
         key = (v.check, v.walk, v.node, v.rank)
@@ -154,7 +159,7 @@ def violations_section(story: Story, command: list[str] | None = None) -> str:
         when = f" · first at t={t:.3f} s" if t is not None else ""
         parts.append(f'<div class="violation"><b>{escape(check)}</b> {escape(who)} {escape(where)}'
                      f'<span class="caption">{escape(when)}</span><br>{escape(text)}<br>'
-                     f'<span class="caption">replay: <code>{escape(replay)}</code></span></div>')
+                     f'<span class="caption">rerun: <code>{escape(rerun)}</code></span></div>')
     parts.append("</section>")
     return "".join(parts)
 
@@ -190,7 +195,7 @@ def pictures(story: Story) -> list[str]:
 def run_sections(report: RunReport, command: list[str] | None = None,
                  story: Story | None = None) -> list[str]:
     story = story or build_story(report)
-    return [params_section(report), forwards_table(story), violations_section(story, command),
+    return [params_section(report, command), forwards_table(story), violations_section(story, command),
             *pictures(story),
             f'<section id="console"><h2>Console output</h2><pre>'
             f'{escape(console_text(report, command))}</pre></section>']
@@ -202,7 +207,7 @@ def run_page(report: RunReport, command: list[str] | None = None, story: Story |
                 run_sections(report, command, story))
 
 
-def compare_page(cmp: Any) -> str:
+def compare_page(cmp: Any, command: list[str] | None = None) -> str:
     from simharness.compare import compact
     from simharness.compare import render as render_console
 
@@ -239,13 +244,13 @@ def compare_page(cmp: Any) -> str:
         if r.violations:
             story = build_story(r)
             body.append(f'<h2>Arm {escape(r.runtime)}</h2>')
-            body.extend([violations_section(story), *pictures(story)])
+            body.extend([violations_section(story, command), *pictures(story)])
     body.append(f'<section id="console"><h2>Console output</h2><pre>{escape(buf.getvalue())}</pre></section>')
     return page(f"simharness compare · {cmp.scenario.name} · seed {cmp.scenario.seed}", body)
 
 
 def confirm_page(sim: RunReport, real: RunReport, a: dict, b: dict, agree: bool, diffs: list[dict],
-                 console: str) -> str:
+                 console: str, command: list[str] | None = None) -> str:
     fs = {(f["walk"], f["node"], f["rank"], f["request"]): f["count"] for f in a["forwards"]}
     fr = {(f["walk"], f["node"], f["rank"], f["request"]): f["count"] for f in b["forwards"]}
     rows = []
@@ -266,12 +271,13 @@ def confirm_page(sim: RunReport, real: RunReport, a: dict, b: dict, agree: bool,
     for label, rep in (("simulation", sim), ("real processes", real)):
         story = build_story(rep)
         body.append(f"<h2>{escape(label)}</h2>")
-        body.extend([violations_section(story), *pictures(story)])
+        body.extend([violations_section(story, command), *pictures(story)])
     body.append(f'<section id="console"><h2>Console output</h2><pre>{escape(console)}</pre></section>')
     return page(f"simharness confirm · {sim.scenario.name} · seed {sim.scenario.seed}", body)
 
 
 def fuzz_page(summary: dict[str, Any], console: str) -> str:
+    from simharness.explore.report import outcomes_text
     from simharness.report import plots
 
     s = summary
@@ -286,8 +292,8 @@ def fuzz_page(summary: dict[str, Any], console: str) -> str:
              f'</table><p>Replay a case: <code>simharness replay CASE.yaml</code></p>'
              if s["failures"] else '<p class="pass">No failure found.</p>')
     body = [f'<section id="parameters"><h2>Parameters and outcome</h2><p>Runtime '
-            f'<code>{escape(s["runtime"])}</code>, seed {s["seed"]}, {s["examples"]} examples '
-            f'({s["examples_per_s"]}/s); outcomes {escape(str(s["outcomes"]))}; '
+            f'<code>{escape(s["runtime"])}</code>, seed {s["seed"]}, {plural(s["examples"], "example")} '
+            f'({s["examples_per_s"]}/s); outcomes: {escape(outcomes_text(s["outcomes"]))}; '
             f'{_outcome("fail" if s["failures"] else "pass")}</p>'
             f'<p>Reproduce: <code>{escape(s["reproduce"])}</code></p></section>',
             f'<section id="cases"><h2>Cases found</h2>{cases}</section>',
@@ -303,7 +309,7 @@ def replay_page(results: list[tuple[Any, RunReport | None]]) -> str:
         f'<td class="l">{escape(r.runtime)}</td><td class="l {"pass" if r.ok else "fail"}">'
         f'{"ok" if r.ok else "DIVERGED"}</td><td class="l">{escape(r.message)}</td></tr>'
         for r, _ in results)
-    body = [f'<section id="parameters"><h2>Parameters and outcome</h2><p>{len(results)} case(s): '
+    body = [f'<section id="parameters"><h2>Parameters and outcome</h2><p>{plural(len(results), "case")}: '
             f'{_outcome("pass" if all(r.ok for r, _ in results) else "fail")}</p><table><tr>'
             f'<th class="l">case</th><th class="l">status</th><th class="l">runtime</th>'
             f'<th class="l">replay</th><th class="l">message</th></tr>{rows}</table></section>']

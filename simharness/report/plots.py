@@ -37,6 +37,11 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
+def _time_label(story: Story) -> str:
+    """The time axis of every plot of one run: simulated time, or the wall time of real processes."""
+    return "simulated time (s)" if story.report.backend == "sim" else "time (s)"
+
+
 def _colours(rids: list[str]) -> dict[str, Any]:
     from matplotlib import colormaps
 
@@ -85,7 +90,7 @@ def timeline(story: Story) -> bytes:
         ax.text(st.t, -0.95, f" hang {st.rid} ({st.reason})", color=RED, fontsize=8, va="top")
     ax.set_yticks(range(len(rows)), [f"{node} @ rank {r}" for r, node in rows])
     ax.set_ylim(len(rows) - 0.4, -1.0)
-    ax.set_xlabel("simulated time (s)" if story.report.backend == "sim" else "time (s)")
+    ax.set_xlabel(_time_label(story))
     ax.set_title("forwards by node and rank, coloured by request")
     ax.grid(axis="x", alpha=0.3)
     from matplotlib.patches import Patch
@@ -200,7 +205,7 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[bytes, str]:
     ax.set_yticks(story.ranks, [f"rank {r}" for r in story.ranks])
     ax.set_ylim(max(story.ranks, default=0) + 0.7, -0.8)
     ax.set_xlim(t0 - pad, t1 + pad)
-    ax.set_xlabel("time (s)")
+    ax.set_xlabel(_time_label(story))
     ax.set_title(f"messages of request {rid}")
     ax.grid(axis="x", alpha=0.3)
     caption = (f"request {rid}: {plural(len(shown), 'message')} from t={t0:.3f} s to t={t1:.3f} s"

@@ -29,6 +29,7 @@ from simharness import events as ev
 from simharness.placement.layout import Layout
 from simharness.runtime.effects import Effects
 from simharness.signals import Signal
+from simharness.wording import hint
 
 BATCHING_MODES = ("minibatch", "backlog")
 
@@ -51,7 +52,7 @@ class LoopPolicy(Struct, frozen=True):
     def __post_init__(self) -> None:
         if self.batching not in BATCHING_MODES:
             raise ValueError(f"batching must be one of {', '.join(BATCHING_MODES)}, "
-                             f"got {self.batching!r}")
+                             f"got {self.batching!r}{hint(str(self.batching), BATCHING_MODES)}")
         if not isinstance(self.drain_barrier, bool):
             raise ValueError(f"drain_barrier must be true or false, got {self.drain_barrier!r}")
 

@@ -11,6 +11,7 @@ usage error naming the command that installs what it needs.
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from typing import Any
 
@@ -91,6 +92,30 @@ def _own_description(obj: Any) -> str:
     return own or (doc[0] if doc else "") or getattr(obj, "description", "") or ""
 
 
+class OptionError(ValueError):
+    """A runtime option (``runtime.options.KEY``) that the runtime does not take or refuses."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _check_options(name: str, obj: Any, options: dict[str, Any]) -> None:
+    """Refuse an option the constructor of `obj` does not take, naming those it does (a
+    TypeError would say ``__init__() got an unexpected keyword argument``)."""
+    try:
+        params = inspect.signature(obj).parameters
+    except (TypeError, ValueError):  # no signature to read: the constructor will say
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    known = [k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for key in options:
+        if key not in known:
+            raise OptionError(key, f"unknown option{hint(key, known)} "
+                                   f"(options of {name}: {', '.join(known) or 'none'})")
+
+
 def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     """Build the runtime object for `name` (a registered name or ``module:Attr``)."""
     # A built-in wins over any plugin of the same name, so it needs no entry-point scan.
@@ -117,11 +142,18 @@ def resolve(name: str, options: dict[str, Any] | None = None) -> Any:
     if isinstance(obj, type) and not is_ready(obj):
         raise UsageError(f"runtime {name!r} cannot run here: install what it needs with: "
                          f"{getattr(obj, 'install_hint', '(no install hint given)')}")
+    if options and isinstance(obj, type):
+        _check_options(name, obj, options)
     try:
         runtime = obj(**(options or {})) if isinstance(obj, type) else obj
     except (TypeError, ValueError) as exc:
         if options:
-            raise  # the scenario's runtime.options do not fit: the caller names that key
+            # The scenario's runtime.options do not fit: the caller names the key. A runtime's
+            # refusal starts with the option's name ("batching must be one of ...").
+            key = next((k for k in options if str(exc).startswith(f"{k} ")), None)
+            if key is not None:
+                raise OptionError(key, str(exc)[len(key) + 1:]) from None
+            raise
         raise UsageError(f"runtime {name!r} cannot be built: {exc}") from None
     if not isinstance(runtime, Runtime):
         missing = [m for m in ("name", "policy", "notes", "build_worker", "build_conductor",

@@ -39,7 +39,7 @@ from simharness.scenario.model import (
     Step,
     WalkCost,
 )
-from simharness.wording import hint
+from simharness.wording import hint, plural
 
 POLICIES = ("sliding_window", "left_context", "fixed")
 SECTION_KINDS = ("node", "sequential", "parallel", "loop")
@@ -133,9 +133,12 @@ def _edges(raw: Any, path: str) -> tuple[Edge, ...]:
             stream=f.boolean(m.get("stream", False), f.join(p, "stream")),
             path=p,
         ))
-        if out[-1].stream and (out[-1].to in SPECIAL_DESTINATIONS or out[-1].persist):
-            raise ScenarioError(f.join(p, "stream"), "a streaming edge goes to a node of another "
-                                                     "partition, never to client or conductor")
+        if out[-1].stream and to in SPECIAL_DESTINATIONS:
+            raise ScenarioError(f.join(p, "to"), f"a streaming edge goes to a node of another "
+                                                 f"partition, not to {to}")
+        if out[-1].stream and persist:
+            raise ScenarioError(f.join(p, "persist"), "a streaming edge cannot persist (persist: "
+                                                      "true is for edges the conductor keeps)")
     return tuple(out)
 
 
@@ -161,25 +164,30 @@ def _loop(raw: Any, path: str, ctx: _WalkContext) -> Loop:
         # mstar's Loop keeps only the declared outputs its body produces and drops the rest
         # without a word; so do we, but we say so.
         # The walk keeps them as written: placement's loop copies drop them as mstar's do.
-        ctx.notes.append(f"{path}: loop {name!r} declares output(s) "
-                         f"{', '.join(sorted({e.name for e in unproduced}))} that no node in its "
-                         f"body produces; mstar drops them, and so does this run "
+        names = sorted({e.name for e in unproduced})
+        ctx.notes.append(f"{path}: loop {name!r} declares {plural(len(names), 'output')} "
+                         f"{', '.join(names)} that no node in its body produces; mstar drops "
+                         f"{'it' if len(names) == 1 else 'them'}, and so does this run "
                          f"(the body produces: {', '.join(sorted(produced)) or 'nothing'})")
     clash = {e.name for e in outputs} & {e.name for e in accumulated}
     if clash:
         raise ScenarioError(f.join(path, "accumulated_outputs"),
-                            f"outputs and accumulated_outputs must differ by name: {sorted(clash)}")
+                            f"{plural(len(clash), 'output')} {', '.join(repr(n) for n in sorted(clash))} "
+                            f"{'is' if len(clash) == 1 else 'are'} in both outputs and "
+                            f"accumulated_outputs: give {'it' if len(clash) == 1 else 'each'} one of "
+                            f"the two")
     stop = None
     if "stop" in m:
         sm = f.mapping(m["stop"] if m["stop"] is not None else {}, f.join(path, "stop"), ("by",))
         by = None
         if "by" in sm:
             by = f.name_list(sm["by"], f.join(f.join(path, "stop"), "by"), "a node name", non_empty=True)
-            body_nodes = {n.name for n in iter_nodes(body)}
+            body_nodes = sorted({n.name for n in iter_nodes(body)})
             for i, n in enumerate(by):
                 if n not in body_nodes:
                     raise ScenarioError(f.join(f.join(f.join(path, "stop"), "by"), i),
-                                        f"node {n!r} is not in the body of loop {name!r}")
+                                        f"node {n!r} is not in the body of loop {name!r}"
+                                        f"{hint(n, body_nodes)} (body nodes: {', '.join(body_nodes)})")
         stop = StopRule(by)
     return Loop(name, max_iters, body, outputs, accumulated, stop=stop, path=path)
 
@@ -190,8 +198,9 @@ def parse_node_facts(raw: Any, facts: dict[str, WalkFacts]) -> dict[str, NodeFac
     for node, body in f.mapping(raw, "graph.nodes", f.any_keys(raw)).items():
         path = f.join("graph.nodes", node)
         if node not in known:
-            raise ScenarioError(path, f"node {node!r} appears in no walk "
-                                      f"(nodes in walks: {', '.join(sorted(known))})")
+            raise ScenarioError(path, f"unknown node {node!r}: no walk of this scenario has a node "
+                                      f"of that name{hint(node, sorted(known))} "
+                                      f"(nodes: {', '.join(sorted(known))})")
         m = f.mapping(body, path, ("service_ms", "per_request_ms", "max_batch", "tokens", "per_walk",
                                    "script", "kv_label"))
         script = tuple(_script_step(item, f.join(f.join(path, "script"), i), node, facts)
@@ -201,8 +210,12 @@ def parse_node_facts(raw: Any, facts: dict[str, WalkFacts]) -> dict[str, NodeFac
         pw = m.get("per_walk", {})
         for walk, cost in f.mapping(pw, f.join(path, "per_walk"), f.any_keys(pw)).items():
             wpath = f.join(f.join(path, "per_walk"), walk)
-            if walk not in facts or node not in facts[walk].nodes:
-                raise ScenarioError(wpath, f"node {node!r} is not in walk {walk!r}")
+            if walk not in facts:
+                raise ScenarioError(wpath, f"unknown walk {walk!r}{hint(walk, facts)} "
+                                           f"(walks: {', '.join(facts)})")
+            if node not in facts[walk].nodes:
+                raise ScenarioError(wpath, f"walk {walk!r} has no node {node!r} (walks with {node}: "
+                                           f"{', '.join(w for w in facts if node in facts[w].nodes)})")
             per_walk[walk] = _walk_cost(f.mapping(cost, wpath, ("service_ms", "per_request_ms",
                                                                 "max_batch", "tokens")), wpath, base)
         kv_label = None
@@ -240,8 +253,10 @@ def _script_step(raw: Any, path: str, node: str, facts: dict[str, WalkFacts]) ->
     for w in in_loops:
         missing = [n for n in names if n not in w.nodes[node].inputs]
         if missing:
+            inputs = w.nodes[node].inputs
             raise ScenarioError(f.join(path, "wait_for_walk_start"),
-                                f"{node} has no input {missing[0]!r} in walk {w.name!r}")
+                                f"node {node!r} has no input {missing[0]!r} in walk {w.name!r}"
+                                f"{hint(missing[0], inputs)} (inputs: {', '.join(inputs)})")
     return ScriptStep(at, names, path=path)
 
 
@@ -282,8 +297,9 @@ def parse_streams(raw: Any, partitions: dict[str, tuple[str, ...]]) -> tuple[Con
                                                        f"(partitions: {', '.join(partitions)})")
             ends.append(part)
         if ends[0] == ends[1]:
-            raise ScenarioError(f.join(path, "to"), "a stream connects two different partitions")
-        edge = f.name(m["edge"], f.join(path, "edge"), "an edge name")
+            raise ScenarioError(f.join(path, "to"), f"from and to are both partition {ends[0]!r}: a "
+                                                    f"stream connects two different partitions")
+        edge = f.name(m["edge"], f.join(path, "edge"), "a signal name")
         if any(c.src == ends[0] and c.edge == edge for c in out):
             raise ScenarioError(f.join(path, "edge"), f"partition {ends[0]!r} already streams {edge!r}")
         out.append(Connection(ends[0], ends[1], edge, _policy(m["policy"], f.join(path, "policy")), path))
@@ -397,8 +413,9 @@ def parse_requests(
         parts: dict[str, tuple[Step, ...]] = {}
         if "walks" in m:
             if only is None:
-                raise ScenarioError(f.join(path, "walks"), "the graph has several partitions: give "
-                                                           "partitions: {PARTITION: [walks]}")
+                raise ScenarioError(path if list_form else f.join(path, "walks"),
+                                    "the graph has several partitions: give partitions: "
+                                    "{PARTITION: [walks]}")
             parts[only] = _steps(m["walks"], path if list_form else f.join(path, "walks"), only, partitions)
         else:
             pm = f.mapping(m["partitions"], f.join(path, "partitions"), list(partitions))
@@ -417,7 +434,8 @@ def parse_requests(
             lpath = f.join(f.join(path, "stops"), loop)
             if loop not in dynamic:
                 raise ScenarioError(lpath, f"no dynamic loop {loop!r} (a loop with stop:) in the walks "
-                                           f"of {kind!r}")
+                                           f"of {kind!r}{hint(loop, dynamic)} "
+                                           f"(dynamic loops: {', '.join(dynamic) or 'none'})")
             stops[loop] = _dist(d, lpath, dynamic[loop][1].max_iters)
         for loop, (walk, _) in dynamic.items():
             if loop not in stops:
@@ -433,6 +451,18 @@ def parse_requests(
     return out
 
 
+def _untaken(name: str, node: str, kind: str, walks: list[str], facts: dict[str, WalkFacts]) -> str:
+    """Why no walk of `kind` takes `name` at `node`: no such node, or no such input there."""
+    where = [w for w in walks if node in facts[w].nodes]
+    if not where:
+        nodes = list(dict.fromkeys(n for w in walks for n in facts[w].nodes))
+        return (f"no walk of kind {kind!r} has a node {node!r}{hint(node, nodes)} "
+                f"(nodes: {', '.join(nodes)})")
+    inputs = list(dict.fromkeys(i for w in where for i in facts[w].nodes[node].inputs))
+    return (f"node {node!r} has no input {name!r} in {'walk' if len(where) == 1 else 'walks'} "
+            f"{', '.join(where)}{hint(name, inputs)} (inputs: {', '.join(inputs)})")
+
+
 def _kind_inputs(
     raw: Any, path: str, kind: str, walks: list[str], facts: dict[str, WalkFacts]
 ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
@@ -444,16 +474,14 @@ def _kind_inputs(
     for i, item in enumerate(f.sequence(raw, path)):
         p = f.join(path, i)
         if not isinstance(item, dict):
-            names.append(f.name(item, p, "an input name, or {name: SIGNAL, to: NODE}"))
+            names.append(f.name(item, p, "a signal name, or {name: SIGNAL, to: NODE}"))
             continue
         m = f.mapping(item, p, ("name", "to"), required=("name", "to"))
         name = f.name(m["name"], f.join(p, "name"), "a signal name")
         node = f.name(m["to"], f.join(p, "to"), "a node name")
         takes = [w for w in walks if node in facts[w].nodes and name in facts[w].nodes[node].inputs]
         if not takes:
-            where = [w for w in walks if node in facts[w].nodes]
-            why = (f"node {node!r} has no input {name!r} in walk(s) {', '.join(where)}" if where
-                   else f"no walk of kind {kind!r} has a node {node!r} (walks: {', '.join(walks)})")
-            raise ScenarioError(p, f"walk-start input {name}->{node} can never be taken: {why}")
+            raise ScenarioError(p, f"walk-start input {name}→{node} can never be taken: "
+                                   f"{_untaken(name, node, kind, walks, facts)}")
         pairs.append((name, node))
     return tuple(names), tuple(pairs)

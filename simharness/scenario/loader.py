@@ -48,6 +48,7 @@ from simharness.scenario.sections import (
     parse_workload,
 )
 from simharness.scenario.validate import validate
+from simharness.wording import hint
 
 __all__ = ["fingerprint", "load_scenario", "parse_scenario", "read_yaml"]
 
@@ -74,12 +75,34 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = (), *,
         return parse_scenario(raw, source=str(path), default_name=default_name,
                               allow_large=allow_large)
     except ScenarioError as err:
-        for key_path, text in overridden:
-            if err.path == key_path or err.path.startswith((key_path + ".", key_path + "[")):
-                shown = text if len(text) <= 80 else text[:77] + "..."
-                err.message += f" (set by --set {shown})"
-                break
-        raise err.with_source(str(path)) from None
+        raise attribute(err, overridden).with_source(str(path)) from None
+
+
+def attribute(err: ScenarioError, overridden: Sequence[tuple[str, str]]) -> ScenarioError:
+    """`err`, saying which ``--set`` (key path, as typed) of `overridden` it is about: one that
+    set the key in error or a key under it, or the key under which the error was found (a
+    misspelt section, ``--set grpah.walks=1``, is refused at ``grpah``). The last such
+    ``--set`` is the one that counts, as it is the one applied last."""
+    for key_path, text in reversed(overridden):
+        if (err.path == key_path or err.path.startswith((key_path + ".", key_path + "["))
+                or (err.path and key_path.startswith((err.path + ".", err.path + "[")))):
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            err.message += f" (set by --set {shown})"
+            break
+    return err
+
+
+def _check_payload_names(payloads: dict[str, int], facts: dict) -> None:
+    """Every key of ``payloads`` names a signal of some walk: a misspelt one would leave the
+    signal at its default size without a word."""
+    signals = sorted({name for wf in facts.values() for node in wf.nodes.values()
+                      for name in (*node.inputs, *(e.name for e in node.outputs))}
+                     | {e.name for wf in facts.values() for lp in wf.loops.values()
+                        for e in (*lp.outputs, *lp.accumulated_outputs)})
+    for k in payloads:
+        if k not in signals:
+            raise ScenarioError(f.join("payloads", k), f"no edge or input of any walk is named "
+                                                       f"{k!r}{hint(k, signals)}")
 
 
 def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: str = "scenario",
@@ -126,6 +149,7 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         f.name(k, f.join("payloads", str(k)), "a signal name"): f.size(v, f.join("payloads", str(k)))
         for k, v in f.mapping(payloads_raw, "payloads", f.any_keys(payloads_raw)).items()
     }
+    _check_payload_names(payloads, facts)
     corpus = parse_corpus(top["corpus"]) if "corpus" in top else None
     scenario = Scenario(
         name=name,

@@ -61,7 +61,8 @@ def _list_index(digits: str, key: str) -> int:
 def apply_overrides(
     raw: dict[str, Any], overrides: Sequence[str]
 ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """Return a copy of `raw` with every override applied, and the (key path, text) applied."""
+    """Return a copy of `raw` with every override applied, and the (key path, text) applied; the
+    key path as errors print it (``workload[0].count`` for ``workload.0.count``)."""
     if not overrides:
         return raw, []
     data = copy.deepcopy(raw)
@@ -73,12 +74,12 @@ def apply_overrides(
         key = key.strip()
         tokens = parse_key_path(key)
         value = read_value(value_text, key) if value_text.strip() else ""
-        _assign(data, tokens, value, key)
-        applied.append((key, text))
+        applied.append((_assign(data, tokens, value, key), text))
     return data, applied
 
 
-def _assign(data: Any, tokens: list[str | int], value: Any, key: str) -> None:
+def _assign(data: Any, tokens: list[str | int], value: Any, key: str) -> str:
+    """Set `value` at `tokens`; return the key path it was set at, as errors print it."""
     here: Any = data
     walked = ""
     for i, tok in enumerate(tokens):
@@ -112,3 +113,4 @@ def _assign(data: Any, tokens: list[str | int], value: Any, key: str) -> None:
                 # file that has no `limits` section; validation still rejects unknown keys.
                 here = here.setdefault(tok, {})
             walked = f"{walked}.{tok}" if walked else tok
+    return walked

@@ -220,7 +220,7 @@ def read_bytes(path: str | Path, what: str = "scenario file") -> bytes:
                                 f"{_a(what)} on disk", source=str(path))
     if st.st_size > MAX_FILE_BYTES:
         raise ScenarioError("", f"{what} is {st.st_size:,} bytes, more than the "
-                                f"{MAX_FILE_BYTES:,} a scenario may have", source=str(path))
+                                f"{MAX_FILE_BYTES:,} bytes {_a(what)} may have", source=str(path))
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)

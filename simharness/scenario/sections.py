@@ -81,13 +81,17 @@ def _mstar_config(
     except ScenarioError as err:
         if err.path:
             raise
-        # Missing, a directory, /dev/zero, not YAML: said under the key that names the file.
-        msg = err.message.removeprefix("mstar config file ")
+        # Missing, a directory, /dev/zero, not YAML: said under the key that names the file,
+        # which already says "mstar config file".
+        msg = err.message.removeprefix("mstar config file ").replace(" mstar config file", "")
         sep = " " if msg.startswith(("not found", "is ")) else ": "
-        hint = (" (paths are relative to the scenario file; a bare name is a config shipped "
-                "with mstar-ai)") if msg == "not found" else ""
+        where_hint = ""
+        if msg == "not found":
+            shipped = [] if "/" in rel else sources.shipped_config_names()
+            where_hint = (f"{hint(rel.removesuffix('.yaml'), shipped)} (paths are relative to the "
+                          f"scenario file; a bare name is a config shipped with mstar-ai)")
         raise ScenarioError("placement.mstar_config",
-                            f"mstar config file {rel!r}{sep}{msg}{hint}") from None
+                            f"mstar config file {rel!r}{sep}{msg}{where_hint}") from None
     try:
         if "node_groups" not in cfg:
             raise ScenarioError("node_groups", "missing required key (an mstar config lists its "
@@ -127,9 +131,14 @@ def _node_groups(m: dict[str, Any], prefix: str, facts: dict[str, WalkFacts],
                                 maximum=MAX_RANKS - 1, unit="rank numbers")
                       for j, r in enumerate(ranks_raw))
         if len(set(ranks)) != len(ranks):
-            raise ScenarioError(f.join(path, "ranks"), "a rank is listed twice")
+            dup = next(r for r in ranks if ranks.count(r) > 1)
+            raise ScenarioError(f.join(f.join(path, "ranks"), ranks.index(dup, ranks.index(dup) + 1)),
+                                f"rank {dup} is listed twice")
         walks = None
         if "graph_walks" in gm:
+            if gm["graph_walks"] == [] and config is None:
+                raise ScenarioError(f.join(path, "graph_walks"), "expected a non-empty list (leave "
+                                    "graph_walks out to place the group's nodes in every walk)")
             walks = f.name_list(gm["graph_walks"], f.join(path, "graph_walks"), "a walk name")
             unknown = [w for w in walks if w not in facts]
             if unknown and config is None:
@@ -181,11 +190,12 @@ def _check_node_names(names: tuple[str, ...], path: str, known: list[str],
                             f"unknown node {unknown[0]!r}: no walk of this scenario has a node of "
                             f"that name{hint(unknown[0], known)} (nodes: {', '.join(known)})")
     # Kept as the config wrote them (they place nothing here): the placement mirrors the file.
+    # No "did you mean" here: most such names are nodes of walks the scenario leaves out
+    # (bagel's vit_encoder), which a suggestion (vae_decoder) would call typos on every run.
     one = len(unknown) == 1
     notes.append(f"{config}: {path}: {'node' if one else 'nodes'} "
-                 f"{', '.join(repr(n) for n in unknown)} {'is' if one else 'are'} in no walk of "
-                 f"this scenario (of walks it does not model): {'it places' if one else 'they place'} "
-                 f"nothing here")
+                 f"{', '.join(repr(n) for n in unknown)} {'belongs' if one else 'belong'} to no walk "
+                 f"this scenario models, so {'it places' if one else 'they place'} nothing here")
 
 
 def _check_rank_gap(groups: list[NodeGroup], groups_path: str) -> None:
@@ -264,7 +274,7 @@ def parse_network(raw: Any) -> Network:
     transport = f.string(m.get("transport", f.default(Network, "transport")), "network.transport")
     if transport not in TRANSPORTS:
         raise ScenarioError("network.transport", f"expected one of {', '.join(TRANSPORTS)}, "
-                                                 f"got {f.describe(transport)}")
+                                                 f"got {f.describe(transport)}{hint(transport, TRANSPORTS)}")
     return Network(
         transport,
         f.number(m.get("latency_us", f.default(Network, "latency_us")), "network.latency_us",
@@ -286,6 +296,11 @@ def parse_expect(raw: Any, facts: dict[str, WalkFacts], requests: dict[str, Requ
             raise ScenarioError(path, f"unknown request kind {kind!r}{hint(kind, requests)} "
                                             f"(kinds: {', '.join(requests)})")
         per_kind[kind] = _walk_counts(body, path, facts)
+        takes = list(dict.fromkeys(st.walk for steps in requests[kind].partitions.values() for st in steps))
+        for walk in per_kind[kind]:
+            if walk not in takes:  # never checked: a typo or a kind's walks changed since
+                raise ScenarioError(f.join(path, walk), f"request kind {kind!r} takes no walk "
+                                                        f"{walk!r} (its walks: {', '.join(takes)})")
     return Expect(fpr, per_kind)
 
 
@@ -298,7 +313,9 @@ def _walk_counts(raw: Any, base: str, facts: dict[str, WalkFacts]) -> dict[str, 
         out[walk] = {}
         for node, n in f.mapping(counts, path, f.any_keys(counts)).items():
             if node not in facts[walk].nodes:
-                raise ScenarioError(f.join(path, node), f"walk {walk!r} has no node {node!r}")
+                nodes = list(facts[walk].nodes)
+                raise ScenarioError(f.join(path, node), f"walk {walk!r} has no node {node!r}"
+                                                        f"{hint(node, nodes)} (nodes: {', '.join(nodes)})")
             out[walk][node] = f.integer(n, f.join(path, node), minimum=0, maximum=10**12,
                                         unit="forwards")
     return out
@@ -340,7 +357,7 @@ def _endpoint(value: Any, path: str, num_ranks: int) -> int | str:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < num_ranks:
         return value
     raise ScenarioError(path, f"expected a rank 0..{num_ranks - 1}, conductor or client, "
-                              f"got {f.describe(value)}")
+                              f"got {f.describe(value)}{_hint_of(value, ('conductor', 'client'))}")
 
 
 _FAULT_KEYS = {
@@ -358,10 +375,13 @@ def parse_faults(raw: Any, num_ranks: int) -> tuple[Fault, ...]:
         path = f.join("faults", i)
         if not isinstance(item, dict):
             raise ScenarioError(path, f"expected a mapping with a kind, got {f.describe(item)}")
-        kind = item.get("kind")
+        if "kind" not in item:
+            raise ScenarioError(f.join(path, "kind"), f"missing required key (one of "
+                                                      f"{', '.join(FAULT_KINDS)})")
+        kind = item["kind"]
         if kind not in FAULT_KINDS:
             raise ScenarioError(f.join(path, "kind"), f"expected one of {', '.join(FAULT_KINDS)}, "
-                                                      f"got {f.describe(kind)}")
+                                                      f"got {f.describe(kind)}{_hint_of(kind, FAULT_KINDS)}")
         m = f.mapping(item, path, _FAULT_KEYS[kind], required=_FAULT_KEYS[kind][:2])
         if kind in ("slow_rank", "crash"):
             rank = m["rank"]
@@ -380,7 +400,8 @@ def parse_faults(raw: Any, num_ranks: int) -> tuple[Fault, ...]:
         message = m["message"]
         if message not in FAULT_MESSAGES:
             raise ScenarioError(f.join(path, "message"), f"expected one of {', '.join(FAULT_MESSAGES)}, "
-                                                         f"got {f.describe(message)}")
+                                                         f"got {f.describe(message)}"
+                                                         f"{_hint_of(message, FAULT_MESSAGES)}")
         src = None if m.get("from") is None else _endpoint(m["from"], f.join(path, "from"), num_ranks)
         dst = None if m.get("to") is None else _endpoint(m["to"], f.join(path, "to"), num_ranks)
         out.append(Fault(kind, message=message, src=src, dst=dst,
@@ -401,8 +422,18 @@ def parse_corpus(raw: Any) -> CorpusMeta:
     runtime = f.name(m["runtime"], "corpus.runtime", "a runtime name")
     if m["status"] not in CORPUS_STATUSES:
         raise ScenarioError("corpus.status", f"expected one of {', '.join(CORPUS_STATUSES)}, "
-                                             f"got {f.describe(m['status'])}")
+                                             f"got {f.describe(m['status'])}"
+                                             f"{_hint_of(m['status'], CORPUS_STATUSES)}")
     counts = {key: f.integer(m[key], f.join("corpus", key), minimum=0, maximum=MAX_SEED)
               for key in ("seed", "example", "nodes", "ranks") if key in m}
-    return CorpusMeta(signature, runtime, m["status"], check=m.get("check"), key=m.get("key"),
-                      trace_digest=m.get("trace_digest"), note=m.get("note", ""), **counts)
+    # Texts, or absent: a date or a number here (YAML reads `2020-01-01` as a date) would be
+    # printed, compared and written back as something else.
+    texts = {key: None if m.get(key) is None else f.string(m[key], f.join("corpus", key))
+             for key in ("check", "key", "trace_digest", "note")}
+    return CorpusMeta(signature, runtime, m["status"], check=texts["check"], key=texts["key"],
+                      trace_digest=texts["trace_digest"], note=texts["note"] or "", **counts)
+
+
+def _hint_of(value: Any, choices: tuple[str, ...]) -> str:
+    """`hint` for a value that may not be a string (then there is nothing to suggest)."""
+    return hint(value, choices) if isinstance(value, str) else ""

@@ -20,6 +20,8 @@ from typing import Any
 GRAPH_SOURCES = {"mstar_model": "simharness.mstar.reference:resolve_graph"}
 #: ``module:function`` finding a config shipped with mstar-ai by name: ``function(name) -> Path | None``
 SHIPPED_CONFIG = "simharness.mstar.package:shipped_config"
+#: ``module:function`` listing the configs shipped with mstar-ai: ``function() -> list[str]``
+SHIPPED_CONFIG_NAMES = "simharness.mstar.package:shipped_config_names"
 
 
 def _load(target: str) -> Callable[..., Any]:
@@ -38,4 +40,10 @@ def shipped_config(name: str) -> Path | None:
     return _load(SHIPPED_CONFIG)(name)
 
 
-__all__ = ["GRAPH_SOURCES", "SHIPPED_CONFIG", "resolve_graph", "shipped_config"]
+def shipped_config_names() -> list[str]:
+    """The names of the configs shipped with mstar-ai (none when it is not installed)."""
+    return _load(SHIPPED_CONFIG_NAMES)()
+
+
+__all__ = ["GRAPH_SOURCES", "SHIPPED_CONFIG", "SHIPPED_CONFIG_NAMES", "resolve_graph",
+           "shipped_config", "shipped_config_names"]

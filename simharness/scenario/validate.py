@@ -71,12 +71,12 @@ def _check_walk(walk: str, facts: WalkFacts, notes: list[str]) -> None:
             if edge.to == _producer(edge, nodes):
                 # A self edge to a name the node does not take: mstar's ingest refuses the copy
                 # (vjepa2 declares one so that its loop can accumulate that name).
-                notes.append(f"{edge.path}: self edge {edge.name!r} of {edge.to}, which has no "
+                notes.append(f"{edge.path}: self edge {edge.name!r} of {edge.to!r}, which has no "
                              f"input {edge.name!r}: mstar refuses the copy at ingest")
                 continue
             raise ScenarioError(f.join(edge.path, "name"),
-                                f"edge {edge.name!r} goes to {edge.to}, which has no input named "
-                                f"{edge.name!r} in walk {walk!r} "
+                                f"edge {edge.name!r} goes to {edge.to!r}, which has no input named "
+                                f"{edge.name!r} in walk {walk!r}{hint(edge.name, nodes[edge.to].inputs)} "
                                 f"(inputs: {', '.join(nodes[edge.to].inputs) or 'none'})")
 
 
@@ -99,15 +99,20 @@ def check_stream_edges(sc: Scenario) -> None:
                 if conn is None:
                     raise ScenarioError(f.join(edge.path, "stream"),
                                         f"no stream {edge.name!r} leaves partition {part_of[walk]!r} "
-                                        f"(declare it in graph.streams)")
+                                        f"(declare it in graph.streams)"
+                                        f"{_declared(edge.name, part_of[walk], connections)}")
                 consumers = {n.name: n for w in partitions[conn.dst] for n in facts[w].nodes.values()}
                 if edge.to not in consumers:
                     raise ScenarioError(f.join(edge.path, "to"),
                                         f"stream {edge.name!r} goes to partition {conn.dst!r}, which has "
-                                        f"no node {edge.to!r}")
-                if edge.name not in consumers[edge.to].inputs:
+                                        f"no node {edge.to!r}{hint(edge.to, consumers)} "
+                                        f"(nodes of {conn.dst!r}: {', '.join(consumers)})")
+                inputs = consumers[edge.to].inputs
+                if edge.name not in inputs:
                     raise ScenarioError(f.join(edge.path, "name"),
-                                        f"{edge.to} has no input named {edge.name!r}")
+                                        f"stream {edge.name!r} goes to {edge.to!r} (partition "
+                                        f"{conn.dst!r}), which has no input named {edge.name!r}"
+                                        f"{hint(edge.name, inputs)} (inputs: {', '.join(inputs)})")
                 first = consumer_of.setdefault((part_of[walk], edge.name), edge.to)
                 if first != edge.to:
                     raise ScenarioError(f.join(edge.path, "to"),
@@ -117,9 +122,21 @@ def check_stream_edges(sc: Scenario) -> None:
         if (conn.src, conn.edge) not in consumer_of:
             # Its consumer would only ever get producer_done: no model streams nothing, and the
             # simulation routes a stream by the edges that produce it.
+            streamed = sorted({e.name for w in partitions[conn.src] for n in facts[w].nodes.values()
+                               for e in n.outputs if e.stream})
             raise ScenarioError(f.join(conn.path, "edge") if conn.path else "graph.streams",
                                 f"no node of partition {conn.src!r} sends {conn.edge!r} as a "
-                                f"streaming edge (an output with stream: true)")
+                                f"streaming edge (an output with stream: true){hint(conn.edge, streamed)}")
+
+
+def _declared(name: str, part: str, connections: tuple) -> str:
+    """What graph.streams declares from `part` under other names than `name`, when it does:
+    the stream is more likely misspelt there than missing."""
+    declared = [c for c in connections if c.src == part]
+    if not declared:
+        return ""
+    return (f"; graph.streams declares {', '.join(f'{c.edge!r} ({c.path})' for c in declared)} "
+            f"from {part!r}{hint(name, [c.edge for c in declared])}")
 
 
 def check_inputs_are_sent(sc: Scenario, implicit: bool) -> None:
@@ -142,13 +159,14 @@ def check_inputs_are_sent(sc: Scenario, implicit: bool) -> None:
                     path = f.join(f.join(node.path, "inputs"), node.inputs.index(name))
                     # Without graph.requests every walk is a request kind of its own that
                     # supplies nothing: say where the input could be declared.
-                    supply = ("no request supplies it (declare graph.requests with a kind whose "
-                              "inputs list it)" if implicit
-                              else f"request kind {kind.name!r} neither supplies it (graph.requests."
-                                   f"{kind.name}.inputs) nor persists it in an earlier walk")
-                    raise ScenarioError(path, f"input {name!r} of node {dest} is never sent in walk "
+                    supply = ("and no request supplies it (declare graph.requests with a kind "
+                              "whose inputs list it)" if implicit
+                              else f"request kind {kind.name!r} does not supply it (add it to "
+                                   f"graph.requests.{kind.name}.inputs), and no earlier walk of the "
+                                   f"kind persists it")
+                    raise ScenarioError(path, f"input {name!r} of node {dest!r} is never sent in walk "
                                               f"{step.walk!r}: no edge in the walk targets it, it is "
-                                              f"neither a loop-back input nor a stream, and {supply}")
+                                              f"neither a loop-back input nor a stream, {supply}")
                 persisted |= {e.name for n in wf.nodes.values() for e in n.outputs if e.persist}
                 persisted |= {e.name for lp in wf.loops.values()
                               for e in lp.outputs + lp.accumulated_outputs if e.persist}

@@ -175,6 +175,16 @@ def test_import_mstar_writes_a_scenario_that_loads_and_never_overwrites(tmp_path
 @pytest.mark.parametrize(("args", "message"), [
     (["no_such_config"], "neither a config file nor a config shipped with mstar-ai"),
     (["bagel", "--set", "model.no_such_field=1"], "has no field 'no_such_field'"),
+    (["bagel_cfg_paralel"], "'bagel_cfg_paralel': neither a config file nor a config shipped with "
+                            "mstar-ai; did you mean 'bagel_cfg_parallel'?"),
+    (["bagel", "--set", "model.num_timestepz=1"],
+     "--set: model.num_timestepz: BagelModelConfig has no field 'num_timestepz'; did you mean "
+     "'num_timesteps'?"),
+    # the config is fine: the --set broke it, and the message says which
+    (["bagel_cfg_parallel", "--set", "model.num_timesteps=abc"],
+     "cannot divide model 'bagel' by this config (with --set model.num_timesteps='abc') (TypeError"),
+    (["bagel_cfg_parallel", "--set", "workload[0].cont=3"],
+     "x.yaml (as imported): workload[0].cont: unknown key; did you mean 'count'?"),
 ])
 def test_import_mstar_bad_input_exits_2(tmp_path, capsys, args, message):
     assert main(["import-mstar", *args, "-o", str(tmp_path / "x.yaml")]) == 2
@@ -222,10 +232,24 @@ def test_a_scenario_can_name_the_model_instead_of_copying_its_walks(tmp_path):
 @pytest.mark.parametrize(("graph", "placement", "path", "message"), [
     ({"mstar_model": "bagel", "walks": {}}, None, "graph.walks", "comes from the model"),
     ({"mstar_model": "orpheus"}, None, "placement.mstar_config", "is for model 'bagel', not 'orpheus'"),
-    ({"mstar_model": "bagel", "mstar_options": {"nope": 1}}, None, "graph.mstar_options",
+    ({"mstar_model": "bagel", "mstar_options": {"nope": 1}}, None, "graph.mstar_options.nope",
      "has no field 'nope'"),
+    ({"mstar_model": "bagel", "mstar_options": {"num_timestepz": 1}}, None,
+     "graph.mstar_options.num_timestepz", "has no field 'num_timestepz'; did you mean 'num_timesteps'?"),
     ({"mstar_model": "no_such_model"}, {"node_groups": [{"node_names": ["LLM"], "ranks": [0]}]},
      "graph.mstar_model", "unknown mstar model 'no_such_model'"),
+    ({"mstar_model": "bagl"}, {"node_groups": [{"node_names": ["LLM"], "ranks": [0]}]},
+     "graph.mstar_model", "unknown mstar model 'bagl'; did you mean 'bagel'?"),
+    ({"mstar_model": "bagel", "mstar_config": "nonexist"}, None, "graph.mstar_config",
+     "'nonexist': neither a config file nor a config shipped with mstar-ai"),
+    ({"mstar_model": "bagel", "mstar_config": ""}, None, "graph.mstar_config", "got ''"),
+    ({"mstar_model": "bagel"}, {"mstar_config": "bagel_cfg_paralel"}, "placement.mstar_config",
+     "did you mean 'bagel_cfg_parallel'?"),
+    # mstar's own code failing on the model: said in one line, not an internal error
+    ({"mstar_model": "bagel"}, {"node_groups": [{"node_names": ["LLM"], "ranks": [0]}]},
+     "graph.mstar_model", "cannot give its graph walks (AttributeError"),
+    ({"mstar_model": "bagel", "mstar_options": {"num_timesteps": "abc"}}, None, "graph.mstar_options",
+     "(with graph.mstar_options {num_timesteps: 'abc'}) (TypeError"),
 ])
 def test_a_bad_model_reference_names_the_key(tmp_path, graph, placement, path, message):
     from simharness.errors import ScenarioError

@@ -55,7 +55,7 @@ def test_loop_exit_catches_the_drift_in_a_two_rank_split_loop():
     assert drains.count("rank 1 dropped y from A@0 at counter 0: arrived after the request was removed "
                         "on this rank; parked in unprocessed messages forever") == 2
     assert ("rank 1 ends with messages parked for removed requests (never processed, never freed): "
-            "1 input_signals for r0 and 1 input_signals for r1") in drains
+            "1 input_signals message for r0 and 1 input_signals message for r1") in drains
 
 
 def test_drain_catches_state_left_behind(bagel):

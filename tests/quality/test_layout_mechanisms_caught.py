@@ -60,8 +60,9 @@ def test_a_missing_worker_graphs_done_is_caught():
     # tp_agreement sees the two ranks of the instance disagree on the same forward's effects.
     tp = [v for v in rep.violations if v.check == "tp_agreement"]
     assert tp and all(v.rank == 1 for v in tp)
-    assert tp[0].message == ("LLM at counter None dropped [], finished [] and completed [] on rank 1 "
-                             "but [], [] and ['prefill#0'] on rank 0")
+    assert tp[0].message == ("LLM outside any loop: rank 1 dropped nothing, finished no loop, completed "
+                             "no worker graph, but rank 0 dropped nothing, finished no loop, completed "
+                             "prefill#0")
 
 
 def _split_dynamic_loop():

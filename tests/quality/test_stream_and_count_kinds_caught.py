@@ -53,7 +53,7 @@ def test_a_final_chunk_on_a_stream_that_continues_after_done_is_caught_by_stream
     assert continuing == ["thinker_mask", "thinker_states"]
     found = caught(sc, B + "FinalDespiteContinue", "streams")
     assert sorted(_messages(found)) == [
-        f"stream {edge!r} to rank 0: 1 final chunk(s) on a stream that continues after its producer is done"
+        f"stream {edge!r} to rank 0: 1 final chunk on a stream that continues after its producer is done"
         for edge in continuing]
 
 
@@ -67,8 +67,8 @@ def test_a_chunk_released_after_the_final_chunk_is_caught_by_streams():
 def test_a_consumer_running_twice_on_a_chunk_is_caught_by_streams():
     found = caught(_load("orpheus", ONE_TTS_300), B + "ReplaysChunks", "streams")
     # 40 non-final chunks run twice, the final one once.
-    assert _messages(found) == ["stream 'new_token' to rank 1: snac_decoder ran 81 passes for 41 chunks "
-                                "released: each chunk is one pass"]
+    assert _messages(found) == ["stream 'new_token' to rank 1: snac_decoder's passes for 41 chunks "
+                                "released: 81, where each chunk is one pass"]
     assert found[0].details == {"edge": "new_token", "runs": 81, "chunks": 41}
 
 

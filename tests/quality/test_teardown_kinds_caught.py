@@ -34,7 +34,7 @@ def test_a_rank_left_busy_is_caught_by_drain():
 
 def test_requests_left_at_the_conductor_are_caught_by_drain():
     found = caught(build(split_loop()), T + "ForgetsEndedRequests", "drain")
-    assert _messages(found) == ["the conductor ends with requests r0 and r1"]
+    assert _messages(found) == ["the conductor ends with requests r0 and r1 still open"]
 
 
 # -- liveness: a request that never got a slot; the wording of an empty chain ----------------
@@ -96,8 +96,8 @@ def _tp_decode(count, concurrency, stop):
 
 def test_a_follower_reordering_a_batch_is_caught_by_tp_agreement():
     found = caught(_tp_decode(2, 2, [2, 3]), T + "FollowerOwnOrder", "tp_agreement")
-    assert _messages(found) == ["rank 1 ran batch 1 of its instance [0, 1] as LLM ['r1', 'r0'] "
-                                "where rank 0 ran LLM ['r0', 'r1']"]
+    assert _messages(found) == ["rank 1 ran batch 1 of its instance (ranks 0, 1) as LLM for r1, r0 "
+                                "where rank 0 ran LLM for r0, r1"]
     assert (found[0].node, found[0].rank, found[0].details["batch"]) == ("LLM", 1, 1)
 
 
@@ -106,7 +106,7 @@ def test_a_leader_running_a_batch_alone_is_caught_by_tp_agreement():
     # overshoot: it is discarded, the request completes, and only the batch count differs.
     sc = _tp_decode(1, 1, [1, 1])
     found = caught(sc, T + "LeaderSpeculates", "tp_agreement")
-    assert _messages(found) == ["rank 1 ran 1 batches of its instance [0, 1], rank 0 ran 2"]
+    assert _messages(found) == ["rank 1 ran 1 batch of its instance (ranks 0, 1), rank 0 ran 2"]
     assert run_scenario(sc, T + "LeaderSpeculates").result.outcomes == {"r0": "completed"}
 
 

@@ -114,7 +114,7 @@ def test_a_killed_rank_is_reported_and_the_run_ends_cleanly(no_orphans):
     c = crash[0]
     assert c.rank == 1 and c.details["how"] == "killed by SIGKILL"
     assert c.details["last_event"] and c.details["last_event"]["rank"] == 1
-    assert "rank1" in c.message and "last event" in c.message
+    assert "rank 1" in c.message and "last event" in c.message
     assert report.extra["end"] == "crash"
     assert set(report.result.outcomes.values()) <= {"failed", "completed"}
     assert "failed" in report.result.outcomes.values()

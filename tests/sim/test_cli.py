@@ -73,6 +73,16 @@ def test_help_and_no_command(capsys):
     assert "--runtime" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["run", "compare", "confirm", "fuzz", "sweep", "replay", "import-mstar"])
+def test_every_command_s_help_gives_the_exit_codes_of_every_command(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "3 internal error (traceback saved to a file), 130/143 interrupted." in out
+    if command in ("run", "compare", "confirm"):  # the commands whose seed it gives
+        assert "SIMHARNESS_SEED" in out
+
+
 def test_fuzz_json_writes_cases_that_replay(tmp_path, capsys):
     import json
 

@@ -251,3 +251,74 @@ def test_compare_stopped_by_sigterm_prints_the_arms_that_finished(scenarios_dir,
     assert code == 143 and "arm mstar-python had finished: PASS" in err
     assert "mstar-rust had finished" not in err and "Traceback" not in err
 
+
+
+def test_replay_update_of_a_case_it_cannot_write_is_one_line(scenarios_dir, tmp_path, monkeypatch, capsys):
+    from simharness.explore import corpus
+
+    case = tmp_path / "case.yaml"
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    text = src.read_text().replace("trace_digest: v2-sha256:", "trace_digest: v2-sha256:0", 1)
+    case.write_text(text)
+
+    def refused(path, data):  # what an immutable file (chattr +i) gives even root
+        raise PermissionError(1, "Operation not permitted", str(path))
+
+    monkeypatch.setattr(corpus, "write_text", refused)
+    assert main(["replay", str(case), "--update"]) == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert f"{case}: cannot record the new trace digest: Operation not permitted" in line
+    assert case.read_text() == text
+
+
+@pytest.mark.parametrize("digest, code, says", [
+    # YAML reads this as a date: refused as the loader refuses any other wrong type
+    ("2020-01-01", 2, "corpus.trace_digest: expected a string"),
+    ("'12345'", 1, "corpus.trace_digest '12345' is not a trace digest (expected v2-sha256:...)"),
+])
+def test_replay_of_a_case_whose_digest_is_not_one(scenarios_dir, tmp_path, capsys, digest, code, says):
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    case = tmp_path / "case.yaml"
+    case.write_text(re.sub(r"trace_digest: \S+", f"trace_digest: {digest}", src.read_text()))
+    assert main(["replay", str(case), "--json"]) == code
+    captured = capsys.readouterr()
+    if code == 2:
+        assert captured.out == "" and says in _one_line_error(captured.err)
+    else:
+        assert says in json.loads(captured.out)["message"]
+
+
+def test_replay_of_a_case_under_an_unknown_runtime_names_the_file_and_key(scenarios_dir, tmp_path, capsys):
+    src = scenarios_dir / "corpus" / "mstar-rust-prefix__loop_exit-peer.yaml"
+    case = tmp_path / "case.yaml"
+    case.write_text(src.read_text().replace("runtime: mstar-rust-prefix", "runtime: mstar-rusty", 1))
+    assert main(["replay", str(case)]) == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert f"{case}: corpus.runtime: unknown runtime 'mstar-rusty'; did you mean 'mstar-rust'" in line
+
+
+@pytest.mark.parametrize("args, says", [
+    # refused before any import work, so mstar-ai need not be installed
+    (["-o", "nodir/x.yaml"], "-o nodir/x.yaml: folder nodir does not exist"),
+    (["-o", "folder", "--force"], "-o folder: is a directory; expected a file path"),
+    (["-o", "folder"], "-o folder: is a directory; expected a file path"),
+    (["-o", "x.yaml", "--set", "model.num_timesteps=[1"],
+     "--set: model.num_timesteps: cannot read value '[1': not valid YAML"),
+])
+def test_import_mstar_refuses_what_it_could_not_write_or_read(tmp_path, monkeypatch, capsys, args, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    assert main(["import-mstar", "bagel_cfg_parallel", *args]) == 2
+    assert says in _one_line_error(capsys.readouterr().err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+
+
+def test_the_report_page_reruns_the_run_with_its_overrides(scenarios_dir, tmp_path, capsys):
+    rep = tmp_path / "rep"
+    assert main(["run", str(scenarios_dir / ORPHEUS), "--set", "workload[1].count=0",
+                 "--set", "expect.per_request_kind.tts_300.decode.LLM=299", "--report", str(rep)]) == 1
+    page = (rep / "report.html").read_text()
+    # one name for one thing, and the one line, with the --set that made the run fail
+    assert "<dt>rerun</dt>" in page and "<p>Rerun: <code>" in page and "rerun: <code>" in page
+    assert "Replay:" not in page and "<dt>replay</dt>" not in page
+    assert page.count("--set &#x27;workload[1].count=0&#x27;") >= 3

@@ -3,6 +3,7 @@ interruption, and no Hypothesis files in the user's folder."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from simharness.explore.campaign import ChunkSpec, explore_chunk, shrink
+from simharness.explore.coverage import UNIVERSE
 from simharness.explore.report import shorten
+from simharness.wording import plural
 
 #: A campaign seed whose first 50 examples hold the drift (loop_exit:peer) under the prefix
 #: runtime; about one example in 15 shows it on any seed.
@@ -43,7 +46,7 @@ def test_known_failures_do_not_fail_the_run_unless_asked(tmp_path, capsys):
     assert all(f["known"] and f["replay"] for f in again["failures"])
     code, out, _ = _fuzz(capsys, "--examples", "50", "--corpus", str(corpus), "--fail-on-known")
     assert code == 1
-    assert "0 new failure(s)" in out and "known loop_exit:peer" in out
+    assert "0 new failures" in out and "known loop_exit:peer" in out
 
 
 def test_the_printed_line_describes_the_shrunk_case(tmp_path, capsys):
@@ -58,7 +61,7 @@ def test_the_printed_line_describes_the_shrunk_case(tmp_path, capsys):
     import yaml
 
     meta = yaml.safe_load(case.read_text())["corpus"]
-    assert f"{meta['nodes']} nodes on {meta['ranks']} rank(s)" in lines[head]
+    assert f"{plural(meta['nodes'], 'node')} on {plural(meta['ranks'], 'rank')}" in lines[head]
     assert lines[head + 2].strip() == f"simharness replay {case.as_posix()}"
     message = lines[head + 1].strip()
     # Never cut mid-word: the line is whole words of the shrunk case's first message.
@@ -163,3 +166,66 @@ def test_hypothesis_files_stay_out_of_the_working_folder(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode in (0, 1), err
     assert not (tmp_path / ".hypothesis").exists()
+
+
+def _summary(**failure):
+    """A campaign summary of one new failure, for the printed lines."""
+    f = {"check": "loop_exit", "signature": "loop_exit:peer", "count": 1, "known": False, "nodes": 1,
+         "ranks": 1, "shrunk": False, "shrink_s": None, "shrink_stopped": "", "message": "",
+         "case": None, "replay": None, "not_written": None, **failure}
+    return {"runtime": "mstar-python", "seed": 0, "examples": 1, "examples_per_s": 1.0,
+            "slowest_example_s": 0.1, "failures": [f], "new": ["loop_exit:peer"], "known": [],
+            "coverage": {"reached": "0/1", **{area: {} for area in UNIVERSE}},
+            "outcomes": {"pass": 0, "fail": 1, "fault_induced": 0, "invalid": 0},
+            "reproduce": "simharness fuzz"}
+
+
+@pytest.mark.parametrize("failure, words", [
+    ({}, "FAIL loop_exit:peer x1 (new): 1 node on 1 rank, as found (--no-shrink)"),
+    # a shrink that ran and found nothing smaller is not --no-shrink's doing
+    ({"shrink_s": 0.5}, "1 node on 1 rank, as found (the shrinker could not reduce it)"),
+    ({"nodes": 3, "ranks": 2, "shrunk": True, "shrink_s": 1.0}, "3 nodes on 2 ranks, shrunk in 1.0 s"),
+    ({"known": True, "nodes": None, "ranks": None, "case": "c.yaml", "replay": "simharness replay c.yaml"},
+     "already in the corpus (size not recorded)"),
+    ({"not_written": "cannot write to corpus: No space left on device"},
+     "not written: cannot write to corpus: No space left on device"),
+    ({}, "1 example under mstar-python (1.0/s, slowest 0.10 s), outcomes: 0 pass, 1 fail, "
+         "0 fault_induced, 0 invalid"),
+    ({}, "1 new failure, 0 known"),
+])
+def test_the_summary_says_what_happened_in_words(failure, words):
+    import io
+
+    from simharness.explore.report import print_summary
+
+    out = io.StringIO()
+    print_summary(_summary(**failure), out)
+    assert words in out.getvalue(), out.getvalue()
+
+
+def test_a_case_that_cannot_be_written_leaves_the_campaign_going(tmp_path, monkeypatch):
+    from simharness.explore import report
+    from simharness.explore.campaign import CampaignConfig, CampaignResult
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "write_case", full)
+    writer = report.CaseWriter(tmp_path, {})
+    result = CampaignResult(CampaignConfig("mstar-python"))
+
+    class Finding:
+        raw, nodes, ranks, chunk, example = {}, 1, 1, 0, 0
+
+    result.findings["loop_exit:peer"] = Finding()
+    writer(result, "loop_exit:peer")
+    assert writer.paths == {} and "No space left on device" in writer.unwritten["loop_exit:peer"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs dask.distributed")
+def test_a_scheduler_nothing_listens_at_is_exit_2(capsys, monkeypatch):
+    from simharness import pool
+
+    monkeypatch.setattr(pool, "CONNECT_TIMEOUT_S", 0.5)  # dask's own wait is 30 s
+    code, _, err = _fuzz(capsys, "--examples", "1", "--no-write", "--scheduler", "tcp://127.0.0.1:1")
+    assert code == 2 and "--scheduler tcp://127.0.0.1:1: cannot connect" in err and "Traceback" not in err

@@ -278,7 +278,7 @@ def test_tp_agreement_compares_batch_counts_as_the_batches_start():
         return [v.message for v in check.finish(RunContext(sc, rep.result.layout, outcomes))]
 
     assert verdict(dict(rep.result.outcomes)) == [
-        f"rank 1 ran {lead - 1} batches of its instance [0, 1], rank 0 ran {lead}"]
+        f"rank 1 ran {lead - 1} batches of its instance (ranks 0, 1), rank 0 ran {lead}"]
     assert verdict({**rep.result.outcomes, events[last].rids[0]: "hung"}) == []
 
 

@@ -141,12 +141,15 @@ def test_the_table_names_every_unexpected_run(capsys):
 @pytest.mark.parametrize("args, message", [
     (["--seeds", "5..2"], "--seeds '5..2': expected 0 <= A <= B"),
     (["--seeds", "x"], "expected A..B"),
-    (["--runtime", "nope"], "unknown runtime 'nope'"),
+    (["--runtime", "nope"], "--runtime nope: unknown runtime 'nope'"),
     (["--runtime", "mstar-rust", "--runtime", "mstar-rust"], "given twice"),
     (["--workers", "0"], "--workers must be >= 1"),
     (["--strict"], "--strict compares"),
-    (["--baseline", "/nonexistent/base.json"], "no such file"),
+    (["--baseline", "/nonexistent/base.json"], "--baseline /nonexistent/base.json: file not found"),
+    (["--baseline", "/"], "--baseline /: is a directory, not a file"),
     (["--set", "workload[0].count=zero"], "workload[0].count"),
+    # a range too large for a list of seeds is refused, not a MemoryError
+    (["--seeds", "0..99999999999"], "--seeds '0..99999999999': 100,000,000,000 seeds; at most 100,000"),
 ])
 def test_bad_input_is_exit_2_before_any_run(capsys, args, message):
     assert main(["sweep", BAGEL, *args]) == 2
@@ -159,11 +162,57 @@ def test_a_missing_scenario_is_exit_2(capsys, tmp_path):
     assert "missing.yaml" in capsys.readouterr().err
 
 
-def test_a_baseline_that_is_not_a_sweep_is_exit_2(capsys, tmp_path):
+@pytest.mark.parametrize("text, words", [
+    ('{"cells": [{"scenario": "x"}]}', "cells[0].runtime is missing"),
+    # without a verdict the sweep would run every cell and then fail on the first comparison
+    ('{"cells": [{"scenario": "orpheus", "runtime": "mstar-python", "seed": 0}]}',
+     "cells[0].verdict is missing"),
+    ('{"cells": [{"scenario": "x", "runtime": "y", "seed": 0, "verdict": ["pass"]}]}',
+     "cells[0].verdict is a list, not a string"),
+    ('{"cells": [{"scenario": "x", "runtime": "y", "seed": "zero", "verdict": "pass"}]}',
+     "cells[0].seed is the string 'zero', not an integer"),
+    ('{"cells": 3}', "cells is the number 3, not a list"),
+    ('[1, 2]', "the file has no cells"),
+    ('{"cells": [', "not JSON"),
+])
+def test_a_baseline_that_is_not_a_sweep_is_exit_2(capsys, tmp_path, text, words):
     bad = tmp_path / "base.json"
-    bad.write_text('{"cells": [{"scenario": "x"}]}')
+    bad.write_text(text)
     assert main(["sweep", BAGEL, "--set", ONE, "--baseline", str(bad)]) == 2
-    assert "not the --json output of a sweep" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"--baseline {bad}: {words}" in err, err
+
+
+def test_a_baseline_without_digests_changes_no_digest(capsys, tmp_path):
+    args = (BAGEL, "--set", ONE, "--seeds", "0", "--runtime", "mstar-python")
+    _, got = _sweep(capsys, *args)
+    for c in got["cells"]:
+        del c["trace_digest"]
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(got))
+    code, again = _sweep(capsys, *args, "--baseline", str(base), "--strict")
+    assert code == 0 and not any(c["digest_changed"] for c in again["cells"])
+    assert again["notes"] == ["the baseline records no trace digests: digests were not compared"]
+
+
+def test_a_changed_digest_is_counted_in_runs(capsys, tmp_path):
+    args = (BAGEL, "--set", ONE, "--seeds", "0", "--runtime", "mstar-python")
+    _, got = _sweep(capsys, *args)
+    got["cells"][0]["trace_digest"] = "v2-sha256:" + "0" * 64
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(got))
+    assert main(["sweep", *args, "--baseline", str(base)]) == 0
+    assert "1 run has a trace digest other than the baseline's" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs dask.distributed")
+def test_a_scheduler_nothing_listens_at_is_exit_2(capsys, monkeypatch):
+    from simharness import pool
+
+    monkeypatch.setattr(pool, "CONNECT_TIMEOUT_S", 0.5)  # dask's own wait is 30 s
+    assert main(["sweep", BAGEL, "--set", ONE, "--seeds", "0", "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "--scheduler tcp://127.0.0.1:1: cannot connect: Timed out" in err and "Traceback" not in err
 
 
 @pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs dask.distributed")

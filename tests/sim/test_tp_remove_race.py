@@ -32,7 +32,7 @@ def test_the_leader_copy_arriving_first_parks_the_conductor_copy(runtime):
     drains = [v for v in report.violations if v.check == "drain"]
     assert {v.rank for v in report.violations} == {1}
     assert [v.check for v in report.violations] == ["drain"] * len(report.violations)
-    assert any("1 remove_request for r0" in v.message for v in drains)
+    assert any("1 remove_request message for r0" in v.message for v in drains)
     assert all(o == "completed" for o in report.result.outcomes.values())
 
 

@@ -149,7 +149,7 @@ def test_a_file_over_the_size_limit_is_refused_unread(tmp_path, capsys):
     with open(big, "wb") as fh:
         fh.truncate(50 * 1024 * 1024)  # sparse: 50 MB that cost nothing to make
     assert cli.main(["run", str(big)]) == 2
-    assert "more than the" in capsys.readouterr().err
+    assert "more than the 1,048,576 bytes a scenario file may have" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("override,key,words", [
@@ -256,3 +256,99 @@ def test_refusals_cost_little_memory(name, overrides):
     finally:
         tracemalloc.stop()
     assert peak < 64 * 1024 * 1024, f"{name}: peak {peak / 1e6:.0f} MB"
+
+
+STREAMS = SCENARIOS / "orpheus.yaml"
+
+
+@pytest.mark.parametrize("overrides,key,words", [
+    # what was typed is named, and a misspelt name gets the names it could be
+    (["graph.streams[0].to=LLM"], "graph.streams[0].to",
+     "from and to are both partition 'LLM': a stream connects two different partitions"),
+    (["graph.walks.prefill.outputs[1].to=snac_decodr"], "graph.walks.prefill.outputs[1].to",
+     "which has no node 'snac_decodr'; did you mean 'snac_decoder'? (nodes of 'SNAC': snac_decoder)"),
+    (["graph.walks.snac_chunk.inputs=[new_tokens]"], "graph.walks.prefill.outputs[1].name",
+     "stream 'new_token' goes to 'snac_decoder' (partition 'SNAC'), which has no input named "
+     "'new_token'; did you mean 'new_tokens'? (inputs: new_tokens)"),
+    (["graph.streams[0].edge=new_tokn"], "graph.walks.prefill.outputs[1].stream",
+     "(declare it in graph.streams); graph.streams declares 'new_tokn' (graph.streams[0]) from 'LLM'; "
+     "did you mean 'new_tokn'?"),
+    (["graph.walks.prefill.outputs[1].persist=true"], "graph.walks.prefill.outputs[1].persist",
+     "a streaming edge cannot persist"),
+    (["graph.walks.prefill.outputs[1].to=client"], "graph.walks.prefill.outputs[1].to",
+     "a streaming edge goes to a node of another partition, not to client"),
+    (["graph.requests.tts=[prefill]"], "graph.requests.tts", "the graph has several partitions"),
+    # the --set that caused an error is named, however its key was spelt
+    (["workload.0.count=-1"], "workload[0].count", "(set by --set workload.0.count=-1)"),
+    (["grpah.walks=1"], "grpah", "did you mean 'graph'?"),
+    (["workload[0].count=1", "workload[0].count=-1"], "workload[0].count",
+     "(set by --set workload[0].count=-1)"),
+])
+def test_refusals_name_what_was_typed(capsys, overrides, key, words):
+    args = [a for o in overrides for a in ("--set", o)]
+    assert cli.main(["run", str(STREAMS), *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f": {key}: " in err and words in err, err
+
+
+@pytest.mark.parametrize("args,env,words", [
+    (["--seed", str(2**64)], {}, f"--seed must be <= {2**64 - 1}, got {2**64}"),
+    ([], {"SIMHARNESS_SEED": "-5"}, "SIMHARNESS_SEED must be >= 0, got -5"),
+    (["--runtime", "mstar-pyhton"], {}, "--runtime mstar-pyhton: unknown runtime 'mstar-pyhton'; "
+                                        "did you mean 'mstar-python'"),
+    (["--device", "cpu"], {}, "--device only applies to --backend zmq"),
+    (["--device", "cpu", "--deadline", "3"], {}, "--device, --deadline only apply to --backend zmq"),
+    (["--trace", "orpheus.yaml/t.json"], {}, "orpheus.yaml is not a folder"),
+])
+def test_run_flags_name_the_flag_and_the_value(monkeypatch, capsys, args, env, words):
+    monkeypatch.chdir(SCENARIOS)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert cli.main(["run", "orpheus.yaml", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+@pytest.mark.parametrize("command,words", [
+    (["run", "x.yaml", "--rnutime", "y"], "unrecognized arguments: --rnutime y; did you mean '--runtime'?"),
+    (["fuzz", "--exmaples", "3"], "unrecognized arguments: --exmaples 3; did you mean '--examples'?"),
+])
+def test_an_unknown_flag_gets_a_hint_and_its_command_s_usage(capsys, command, words):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(command)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and words in err and f"usage: simharness {command[0]} " in err, err
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--time", "inf"], "--time must be a finite number of seconds > 0, got inf"),
+    (["--examples", "1", "--runtime", "mstar-rust-prefx"], "--runtime mstar-rust-prefx: unknown runtime"),
+    # refused up front, not when the first failure is written
+    (["--examples", "1", "--corpus", "/dev/null/corpus"],
+     "--corpus /dev/null/corpus: cannot create: /dev/null is not a folder"),
+])
+def test_fuzz_refuses_bad_flags_before_any_work(capsys, args, words):
+    assert cli.main(["fuzz", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_compare_names_the_arm_flag(capsys):
+    assert cli.main(["compare", str(STREAMS), "--runtime", "mstar-python", "--runtime", "nope"]) == 2
+    assert "--runtime nope: unknown runtime 'nope'" in capsys.readouterr().err
+
+
+def test_layout_says_what_run_would_note(capsys):
+    group = "placement.node_groups[2]={node_names: [snac_decoder], ranks: [2], graph_walks: [prefill]}"
+    assert cli.main(["layout", str(STREAMS), "--set", group]) == 0
+    assert "note: rank 2 hosts no node of any walk" in capsys.readouterr().err
+
+
+def test_the_options_of_another_runtime_are_not_applied_silently(tmp_path, capsys):
+    raw = yaml.safe_load(STREAMS.read_text())
+    raw["runtime"] = {"name": "mstar-python", "options": {"batching": "backlog"}}
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    cli.main(["run", str(f), "--runtime", "mstar-rust"])
+    assert (f"note: runtime.options of {f} (batching) are for mstar-python: not applied to "
+            f"--runtime mstar-rust") in capsys.readouterr().err

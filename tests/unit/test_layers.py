@@ -86,8 +86,10 @@ def test_only_the_mstar_wing_imports_mstar():
 
 
 def test_no_heavy_imports_in_the_library():
+    """pyzmq and torch stay out of simharness, but for the mstar wing: it drives mstar-ai's own
+    code, which is built on torch (its tensors cross the wing's fake engine and tensor wire)."""
     bad = [f"{f.relative_to(PKG)}: {m}" for f in PKG.rglob("*.py") for m in _imports(f)
-           if m.split(".")[0] in NEVER]
+           if m.split(".")[0] in NEVER and not f.is_relative_to(PKG / "mstar")]
     assert bad == []
 
 

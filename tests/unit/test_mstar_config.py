@@ -21,11 +21,11 @@ def test_the_shipped_config_gives_the_same_placement_as_the_inline_one(scenarios
               for g in from_config.placement.node_groups]
     assert [p for p in placed if p[0]] == [(g.node_names, g.ranks, g.graph_walks)
                                            for g in inline.placement.node_groups]
-    assert [n for n in from_config.notes if "in no walk of this scenario" in n] == [
-        "mstar_configs/bagel_cfg_parallel.yaml: node_groups[0].node_names: node 'vit_encoder' is in "
-        "no walk of this scenario (of walks it does not model): it places nothing here",
-        "mstar_configs/bagel_cfg_parallel.yaml: node_groups[1].node_names: node 'vae_encoder' is in "
-        "no walk of this scenario (of walks it does not model): it places nothing here"]
+    assert [n for n in from_config.notes if "to no walk this scenario models" in n] == [
+        "mstar_configs/bagel_cfg_parallel.yaml: node_groups[0].node_names: node 'vit_encoder' belongs "
+        "to no walk this scenario models, so it places nothing here",
+        "mstar_configs/bagel_cfg_parallel.yaml: node_groups[1].node_names: node 'vae_encoder' belongs "
+        "to no walk this scenario models, so it places nothing here"]
     assert from_config.placement.max_concurrent_requests == 16
     # The fingerprint covers what the config file said, not only its name.
     assert from_config.fingerprint != inline.fingerprint

@@ -57,8 +57,8 @@ def test_an_mstar_configs_nodes_of_other_walks_are_kept_with_a_note(tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
     sc = load_scenario(tmp_path / "s.yaml")
     assert sc.placement.node_groups[0].node_names == ("A", "vit_encoder")
-    assert ("cfg.yaml: node_groups[0].node_names: node 'vit_encoder' is in no walk of this "
-            "scenario (of walks it does not model): it places nothing here") in sc.notes
+    assert ("cfg.yaml: node_groups[0].node_names: node 'vit_encoder' belongs to no walk this "
+            "scenario models, so it places nothing here") in sc.notes
 
 
 def test_a_rank_gap_names_the_rank_that_was_typed():

@@ -25,6 +25,14 @@ def _loop(raw):
     return raw["graph"]["walks"]["w"]["sequential"][0]["loop"]
 
 
+def _other_walk(raw):
+    """A second walk v (its own kind), and an expectation of it under kind req, which never takes it."""
+    raw["graph"]["walks"]["v"] = {"node": "D", "inputs": ["q"]}
+    raw["graph"]["requests"]["other"] = {"walks": ["v"], "inputs": ["q"]}
+    raw["placement"]["node_groups"].append({"node_names": ["D"], "ranks": [0]})
+    raw["expect"] = {"per_request_kind": {"req": {"v": {"D": 1}}}}
+
+
 CASES = [
     # (id, mutation of a valid scenario, expected key path, expected words)
     ("unknown top-level key", _mut(lambda r: r.update(colour="red")), "colour", "unknown key"),
@@ -60,10 +68,87 @@ CASES = [
     ("unknown runtime", _mut(lambda r: r.update(runtime="mstar-cobol")), "runtime", "unknown runtime"),
     ("bad runtime option", _mut(lambda r: r.update(runtime={"name": "mstar-python",
                                                              "options": {"batching": "x"}})),
-     "runtime.options", "batching must be one of"),
+     "runtime.options.batching", "must be one of minibatch, backlog, got 'x'"),
     ("zero concurrency", _mut(lambda r: r["workload"][0].update(concurrency=0)),
      "workload[0].concurrency", ">= 1"),
     ("bad size", _mut(lambda r: r.update(payloads={"x": "lots"})), "payloads.x", "a size such as"),
+] + [
+    # A misspelt name gets "did you mean" and the names it could be; a refusal names what was typed.
+    ("node in expect", _mut(lambda r: r.update(expect={"forwards_per_request": {"w": {"AA": 1}}})),
+     "expect.forwards_per_request.w.AA", "walk 'w' has no node 'AA'; did you mean 'A'? (nodes: "),
+    ("node in graph.nodes", _mut(lambda r: r["graph"].update(nodes={"Bx": {"service_ms": 1}})),
+     "graph.nodes.Bx", "unknown node 'Bx': no walk of this scenario has a node of that name; "
+                       "did you mean 'B'? (nodes: A, B, C)"),
+    ("walk in per_walk", _mut(lambda r: r["graph"].update(nodes={"A": {"per_walk": {"ww": {}}}})),
+     "graph.nodes.A.per_walk.ww", "unknown walk 'ww'; did you mean 'w'? (walks: w)"),
+    ("node in stop.by", _mut(lambda r: _loop(r).update(stop={"by": ["AA"]})),
+     "graph.walks.w.sequential[0].loop.stop.by[0]",
+     "node 'AA' is not in the body of loop 'L'; did you mean 'A'? (body nodes: A, B)"),
+    ("loop in stops", _mut(lambda r: (_loop(r).update(stop={}),
+                                      r["graph"]["requests"]["req"].update(stops={"LL": 2}))),
+     "graph.requests.req.stops.LL", "did you mean 'L'? (dynamic loops: L)"),
+    ("input in a script", _mut(lambda r: r["graph"].update(nodes={"A": {"script": [
+        {"at_counter": 0, "wait_for_walk_start": ["xx"]}]}})),
+     "graph.nodes.A.script[0].wait_for_walk_start",
+     "node 'A' has no input 'xx' in walk 'w'; did you mean 'x'? (inputs: x)"),
+    ("node of a walk-start input", _mut(lambda r: r["graph"]["requests"]["req"].update(
+        inputs=[{"name": "x", "to": "AA"}])),
+     "graph.requests.req.inputs[0]", "input x→AA can never be taken: no walk of kind 'req' has a "
+                                     "node 'AA'; did you mean 'A'? (nodes: "),
+    ("input of a walk-start input", _mut(lambda r: r["graph"]["requests"]["req"].update(
+        inputs=[{"name": "xx", "to": "A"}])),
+     "graph.requests.req.inputs[0]", "node 'A' has no input 'xx' in walk w; did you mean 'x'? (inputs: x)"),
+    ("edge name", _mut(lambda r: _loop(r)["body"]["sequential"][0]["outputs"][0].update(name="yy")),
+     "graph.walks.w.sequential[0].loop.body.sequential[0].outputs[0].name",
+     "edge 'yy' goes to 'B', which has no input named 'yy' in walk 'w'; did you mean 'y'?"),
+    ("transport", _mut(lambda r: r["network"].update(transport="shmm")), "network.transport",
+     "got the string 'shmm'; did you mean 'shm'?"),
+    ("fault kind", _mut(lambda r: r.update(faults=[{"kind": "crashh", "rank": 0}])), "faults[0].kind",
+     "did you mean 'crash'?"),
+    ("fault without a kind", _mut(lambda r: r.update(faults=[{"rank": 0}])), "faults[0].kind",
+     "missing required key (one of delay, "),
+    ("fault message", _mut(lambda r: r.update(faults=[{"kind": "drop", "message": "new_requets"}])),
+     "faults[0].message", "did you mean 'new_request' or 'remove_request'?"),
+    ("fault endpoint", _mut(lambda r: r.update(faults=[{"kind": "drop", "message": "new_request",
+                                                         "from": "conductr"}])),
+     "faults[0].from", "got the string 'conductr'; did you mean 'conductor'?"),
+    ("corpus status", _mut(lambda r: r.update(corpus={"signature": "a:b", "runtime": "mstar-python",
+                                                      "status": "opne"})),
+     "corpus.status", "did you mean 'open'?"),
+    ("corpus digest not a string", _mut(lambda r: r.update(corpus={
+        "signature": "a:b", "runtime": "mstar-python", "status": "open", "trace_digest": 5})),
+     "corpus.trace_digest", "expected a string"),
+    ("unknown runtime option", _mut(lambda r: r.update(runtime={"name": "mstar-python",
+                                                                 "options": {"batchin": "backlog"}})),
+     "runtime.options.batchin", "unknown option; did you mean 'batching'? (options of mstar-python: "),
+    ("misspelt runtime option value", _mut(lambda r: r.update(runtime={
+        "name": "mstar-python", "options": {"batching": "backlg"}})),
+     "runtime.options.batching", "got 'backlg'; did you mean 'backlog'?"),
+    ("payload of no signal", _mut(lambda r: r.update(payloads={"yy": 8})), "payloads.yy",
+     "no edge or input of any walk is named 'yy'; did you mean 'y'?"),
+    ("empty graph_walks", _mut(lambda r: r["placement"]["node_groups"][0].update(graph_walks=[])),
+     "placement.node_groups[0].graph_walks", "leave graph_walks out to place the group's nodes"),
+    ("rank twice", _mut(lambda r: r["placement"]["node_groups"][1].update(ranks=[1, 1])),
+     "placement.node_groups[1].ranks[1]", "rank 1 is listed twice"),
+    ("input nobody sends, said plainly",
+     _mut(lambda r: _loop(r)["body"]["sequential"][0]["inputs"].append("ghost")),
+     "graph.walks.w.sequential[0].loop.body.sequential[0].inputs[1]",
+     "input 'ghost' of node 'A' is never sent in walk 'w': no edge in the walk targets it, it is "
+     "neither a loop-back input nor a stream, request kind 'req' does not supply it (add it to "
+     "graph.requests.req.inputs), and no earlier walk of the kind persists it"),
+    ("output in outputs and accumulated_outputs",
+     _mut(lambda r: _loop(r).update(accumulated_outputs=[{"name": "x", "to": "C"}])),
+     "graph.walks.w.sequential[0].loop.accumulated_outputs",
+     "output 'x' is in both outputs and accumulated_outputs: give it one of the two"),
+    ("streaming edge that persists",
+     _mut(lambda r: _loop(r)["body"]["sequential"][0]["outputs"][0].update(stream=True, persist=True)),
+     "graph.walks.w.sequential[0].loop.body.sequential[0].outputs[0].persist", "cannot persist"),
+    ("streaming edge to the client",
+     _mut(lambda r: r["graph"]["walks"]["w"]["sequential"][1]["outputs"][0].update(stream=True)),
+     "graph.walks.w.sequential[1].outputs[0].to",
+     "a streaming edge goes to a node of another partition, not to client"),
+    ("expect a walk the kind does not take", _mut(_other_walk), "expect.per_request_kind.req.v",
+     "request kind 'req' takes no walk 'v' (its walks: w)"),
 ]
 
 

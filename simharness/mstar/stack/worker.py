@@ -45,6 +45,9 @@ from simharness.runtime.protocol import StallPosition
 from simharness.runtime.scheduler import Batch
 from simharness.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 
+#: how long after the first message of a burst an idle worker reads its socket: long enough for
+#: the rest of the burst to arrive on our links, short beside any forward
+WAKE_S = 1e-6
 #: what a rank does with the messages parked for a request it already removed (mstar's
 #: ``_unprocessed_messages``, never replayed): the drain check reports them
 PARKED_FOR_EVER = ("arrived after the request was removed on this rank; parked in unprocessed "
@@ -171,8 +174,12 @@ class StackWorker:
             self._flush()
             if idle and not self._arrivals(port):
                 # wait_for_work(10) (3089) returns at once for what already arrived (messages
-                # that came while the forward ran); only with none does the rank wait
+                # that came while the forward ran); only with none does the rank wait. Woken by
+                # a message, it reads its socket a moment later: messages sent in one burst (the
+                # conductor's NEW_REQUEST per partition) are read together, not the first alone
+                # with the rest left until after the forward it then starts.
                 yield port.idle()
+                yield port.wait(WAKE_S)
 
     def _arrived(self, msgs: list[Any]) -> None:
         for m in msgs:
@@ -356,6 +363,11 @@ class StackWorker:
         w = self.w
         self.emit(ev.Dropped(self.stack.now, self.rank, "", "main_loop_error",
                              f"the worker's main loop raised {type(exc).__name__}: {exc}", ()))
+        # mstar's handler waits for the GPU step in flight to finish (2560-2568): here its result
+        # is handed over at once, as it would be once the step is done
+        for stale in (self.pending, ctx.get("spec_pending")):
+            if stale is not None and not stale.future.done():
+                _deliver_result(stale)
         w._handle_main_loop_error(exc, (self.pending, ctx.get("spec_pending")), ctx.get("batch"))
         if self.pending is not None and w._is_tp_follow_pending(self.pending):
             w._close_tp_follow_step(self.pending)
