@@ -409,7 +409,15 @@ def entry() -> None:
 
     Python's own shutdown frees every object one by one, which takes seconds after a large run
     (a Ctrl-C would seem ignored that long) and does nothing for us: every file is written and
-    closed and every process reaped by the time `main` returns. So flush and leave at once."""
+    closed and every process reaped by the time `main` returns. So flush and leave at once.
+
+    First, unless the user chose one, it fixes Python's string hashing (``PYTHONHASHSEED=0``)
+    and starts again under it: the real mstar code iterates sets of names (requests, nodes,
+    workers) where the order shows in what it does, and a run must repeat, digest for digest,
+    from one process to the next. Our own code never depends on that order."""
+    if os.environ.get("PYTHONHASHSEED") is None:
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, "-m", "simharness.cli", *sys.argv[1:]])
     code = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say

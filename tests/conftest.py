@@ -37,7 +37,7 @@ def bagel():
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test parametrized with the ``mstar`` runtime runs the real mstar code: it gets the
+    """A test parametrized with the ``mstar`` or ``mstar-graph`` runtime runs the real mstar code: it gets the
     ``mstar`` marker and, without mstar-ai, skips with the install command as the reason, so that
     a new parametrization over every runtime cannot fail a clean install (README's test command
     runs without mstar-ai)."""
@@ -46,7 +46,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     marks = None
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is None or "mstar" not in [v for v in callspec.params.values() if isinstance(v, str)]:
+        if callspec is None or not {"mstar", "mstar-graph"} & {
+                v for v in callspec.params.values() if isinstance(v, str)}:
             continue
         if marks is None:
             marks = needs_mstar()

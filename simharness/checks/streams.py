@@ -9,7 +9,8 @@ the chunks the consumer's StreamBuffer released:
   message says so: mstar orders a stream's items per link, not across producers;
 * without ``continue_after_done`` exactly one chunk is final, and it is the last; with it, none;
 * when the request completed, every item sent was consumed (the final chunk reaches the end);
-* the consumer ran exactly one pass per chunk (mstar: consumer passes = chunks popped); a
+* the consumer ran exactly one pass per chunk (mstar: consumer passes = chunks popped; a
+  speculative pass discarded after its loop stopped counts, it took its chunk); a
   ``continue_after_done`` stream may end with one empty chunk its consumer never took.
 
 What the check keeps stays flat in finished requests: a request's streams are judged once it is
@@ -55,7 +56,7 @@ class StreamsCheck:
     def __init__(self, scenario: Scenario | None = None, layout: Layout | None = None) -> None:
         if scenario is not None and not scenario.connections:
             # No stream in this layout: nothing to observe.
-            self.on_Forward = self.on_ChunkPopped = None  # type: ignore[assignment]
+            self.on_Forward = self.on_ChunkPopped = self.on_Overshoot = None  # type: ignore[assignment]
             self.on_Admitted = self.on_RequestEnded = self.on_Removed = None  # type: ignore[assignment]
         self._scenario = scenario
         #: the run's layout, when it is given (else built from the scenario when first needed)
@@ -84,6 +85,11 @@ class StreamsCheck:
                 req.sent[(sig.name, int(where[7:]))].append(sig.seq)
                 req.sent_from[sig.seq] = e.rank
         req.runs[(e.node, e.rank)] += 1
+
+    def on_Overshoot(self, e: ev.Overshoot) -> None:
+        # A speculative pass discarded after its loop stopped still ran, and took a chunk
+        # (mstar speculates a stream consumer's next step with the next chunk in it).
+        self._request(e.rid).runs[(e.node, e.rank)] += 1
 
     def on_ChunkPopped(self, e: ev.ChunkPopped) -> None:
         self._request(e.rid).chunks[(e.edge, e.rank)].append(e)

@@ -33,7 +33,7 @@ SHIPPED = sorted(p.name for p in SCENARIOS.glob("*.yaml"))
 def test_every_shipped_scenario_agrees(name):
     sc = load_scenario(SCENARIOS / name)
     model = run_scenario(sc, "mstar-python")
-    real = run_scenario(sc, "mstar")
+    real = run_scenario(sc, "mstar-graph")
     assert disagreements(model, real) == []
     # Not only the same verdict: the very same trace.
     assert model.trace_digest == real.trace_digest
@@ -46,7 +46,7 @@ def test_generated_layouts_agree():
     for seed in range(N_LAYOUTS):
         sc = build(layout(seed))
         model = run_scenario(sc, "mstar-python")
-        real = run_scenario(sc, "mstar")
+        real = run_scenario(sc, "mstar-graph")
         outcomes[model.outcome] += 1
         found = disagreements(model, real)
         if found:
@@ -100,6 +100,6 @@ def test_the_generated_layouts_catch_the_model_s_old_registry():
     for seed in range(N_LAYOUTS):
         sc = build(layout(seed))
         old = run_scenario(sc, "tests.fidelity.wrong:ModelWithDistinctEntities")
-        if disagreements(old, run_scenario(sc, "mstar")):
+        if disagreements(old, run_scenario(sc, "mstar-graph")):
             return
     pytest.fail(f"none of {N_LAYOUTS} layouts told the old model from mstar")

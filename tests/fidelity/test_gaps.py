@@ -34,7 +34,7 @@ def _mstar(fn):
 
 def both(name: str, overrides=()):
     sc = load_scenario(GAPS / name, overrides)
-    model, real = run_scenario(sc, "mstar-python"), run_scenario(sc, "mstar")
+    model, real = run_scenario(sc, "mstar-python"), run_scenario(sc, "mstar-graph")
     assert disagreements(model, real) == []
     assert model.trace_digest == real.trace_digest
     return sc, model
@@ -55,7 +55,7 @@ def test_a_streaming_only_loop_member_hangs_as_in_mstar():
 def test_the_old_streaming_readiness_is_told_from_mstar():
     sc = load_scenario(GAPS / "streaming_loop_member.yaml")
     old = run_scenario(sc, "tests.fidelity.wrong:ModelStreamingReadyEveryIteration")
-    assert disagreements(old, run_scenario(sc, "mstar"))
+    assert disagreements(old, run_scenario(sc, "mstar-graph"))
 
 
 @_mstar

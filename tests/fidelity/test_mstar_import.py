@@ -74,7 +74,7 @@ def test_every_shipped_config_is_found():
 def test_every_shipped_config_imports_and_runs(name):
     sc = scenario_of(name)
     model = run_scenario(sc, "mstar-python")
-    real = run_scenario(sc, "mstar")
+    real = run_scenario(sc, "mstar-graph")
     assert disagreements(model, real) == []
     assert model.trace_digest == real.trace_digest
     assert model.result.outcomes and all(o == "completed" for o in model.result.outcomes.values())

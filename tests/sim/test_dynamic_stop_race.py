@@ -65,6 +65,6 @@ def test_a_second_stopper_re_arms_a_finished_sibling_copy(runtime):
 
 @_with_marks(needs_mstar())
 def test_mstar_s_own_graph_code_shows_both():
-    assert execute(_race(["b"]), "mstar").signature == "liveness:hang-loop-back"
-    assert execute(yaml.safe_load(TWO_STOPPERS.read_text()), "mstar").signature == \
+    assert execute(_race(["b"]), "mstar-graph").signature == "liveness:hang-loop-back"
+    assert execute(yaml.safe_load(TWO_STOPPERS.read_text()), "mstar-graph").signature == \
         "drain:held-at-teardown"

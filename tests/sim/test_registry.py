@@ -51,6 +51,6 @@ def test_mstar_is_listed_with_how_to_get_it(capsys):
     assert main(["runtimes"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("mstar "))
     if package.is_available():
-        assert "the real mstar graph code" in line
+        assert "the real mstar stack" in line
     else:
         assert package.PIP_INSTALL in line

@@ -16,7 +16,7 @@ CORPUS = Path(__file__).parent.parent.parent / "scenarios" / "corpus"
 CASE = CORPUS / "mstar-python__liveness-hang-lockstep.yaml"
 
 
-@pytest.mark.parametrize("runtime", ["mstar-python", "mstar-rust-prefix", "mstar-rust", "mstar"])
+@pytest.mark.parametrize("runtime", ["mstar-python", "mstar-rust-prefix", "mstar-rust", "mstar-graph"])
 def test_the_follower_names_the_leaders_batch_it_cannot_run(runtime):
     sc = load_scenario(CASE)
     report = run_scenario(sc, runtime)

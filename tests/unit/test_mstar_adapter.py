@@ -30,7 +30,7 @@ def test_without_mstar_ai_the_runtime_names_the_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "mstar.graph.graph_io", None)  # makes the import fail
     assert not package.is_available()
     with pytest.raises(UsageError) as exc:
-        registry.resolve("mstar")
+        registry.resolve("mstar-graph")
     assert "pip install --no-deps --ignore-requires-python mstar-ai==0.2.1" in str(exc.value)
 
 
@@ -128,17 +128,17 @@ class TestStateLivesInMstar:
             self.curr_iter += 1
 
         sc = load_scenario(SCENARIOS / "bagel_cfg.yaml")
-        assert run_scenario(sc, "mstar").violations == []
+        assert run_scenario(sc, "mstar-graph").violations == []
         monkeypatch.setattr(base.Loop, "_advance_one_iter", advance_twice)
-        rep = run_scenario(sc, "mstar")
+        rep = run_scenario(sc, "mstar-graph")
         assert any(v.check == "forwards" and "25 forwards, expected 49" in v.message
                    for v in rep.violations)
         assert run_scenario(sc, "mstar-python").violations == []
 
     def test_bagel_passes_with_49_49_49_49_1(self):
         from tests.helpers import counts
-        rep = run_scenario(load_scenario(SCENARIOS / "bagel_cfg.yaml"), "mstar")
-        assert rep.violations == [] and rep.runtime == "mstar"
+        rep = run_scenario(load_scenario(SCENARIOS / "bagel_cfg.yaml"), "mstar-graph")
+        assert rep.violations == [] and rep.runtime == "mstar-graph"
         per = {(w, n): c for (w, n, _r, _rid), c in counts(rep).items()}
         assert per == {("prefill_text", "LLM"): 1, ("image_gen_cfg", "LLM"): 49,
                        ("image_gen_cfg", "LLM_cfg_text"): 49, ("image_gen_cfg", "LLM_cfg_img"): 49,
@@ -178,15 +178,15 @@ class TestPlacement:
         rt = MstarRuntime()
         assert rt.placement == "simharness"
         assert "cannot be imported" in rt.notes[0] and "simharness's placement" in rt.notes[0]
-        assert main(["run", str(SCENARIOS / "bagel_cfg.yaml"), "--runtime", "mstar"]) == 0
-        assert "note: runtime mstar: mstar.model.base cannot be imported" in capsys.readouterr().err
+        assert main(["run", str(SCENARIOS / "bagel_cfg.yaml"), "--runtime", "mstar-graph"]) == 0
+        assert "note: runtime mstar-graph: mstar.model.base cannot be imported" in capsys.readouterr().err
         with pytest.raises(UsageError, match="placement 'mstar' needs mstar.model.base"):
             MstarRuntime(placement="mstar")
 
     def test_our_placement_converted_gives_the_same_run(self):
         from simharness.engine.simulation import Simulation
         sc = load_scenario(SCENARIOS / "bagel_cfg.yaml")
-        a = run_scenario(sc, "mstar")
+        a = run_scenario(sc, "mstar-graph")
         b = Simulation(sc, MstarRuntime(placement="simharness")).run()
         assert a.result.recorder.digest() == b.recorder.digest()
 

@@ -79,7 +79,8 @@ class Stack:
         self.stream_items: dict[str, int] = {}
         seams.install()
         seams.activate(self)
-        logging.getLogger("mstar").setLevel(logging.ERROR)
+        # mstar logs its errors with tracebacks; the stack reports them as trace events instead
+        logging.getLogger("mstar").setLevel(logging.CRITICAL + 1)
         seed = self.scenario.seed
         # Conductor._assign_worker_graphs_to_workers draws a replica with np.random
         # (conductor.py:511, 517); mstar's other draws use random and torch.

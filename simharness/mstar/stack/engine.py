@@ -45,7 +45,11 @@ class FakeEngine:
         self._outputs: dict[tuple[str, str], tuple[str, ...]] = {}
         #: (node, walk) -> the dynamic loops this node's check_stop may end, innermost first
         self._stops: dict[tuple[str, str], tuple[str, ...]] = {}
+        #: walk -> streamed output name -> the partition it streams to
+        self._streams: dict[str, dict[str, str]] = {}
         for walk, facts in scenario.walk_facts.items():
+            part = scenario.partition_of[walk]
+            self._streams[walk] = {c.edge: c.dst for c in scenario.connections if c.src == part}
             for name, node in facts.nodes.items():
                 self._outputs[(name, walk)] = tuple(dict.fromkeys(e.name for e in node.outputs))
                 self._stops[(name, walk)] = tuple(
@@ -67,10 +71,19 @@ class FakeEngine:
 
     def exec_and_postprocess(self, batch: Any) -> dict[str, dict[str, list[torch.Tensor]]]:
         names = self._outputs.get((batch.node_name, batch.graph_walk), ())
+        streams = self._streams.get(batch.graph_walk, {})
         out: dict[str, dict[str, list[torch.Tensor]]] = {}
         for rid in batch.request_ids:
+            kind = self.scenario.requests.get(
+                batch.per_request_info[rid].step_metadata.get("kind", ""))
             per: dict[str, list[torch.Tensor]] = {}
             for name in names:
+                target = streams.get(name)
+                if target is not None and kind is not None and target not in kind.partitions:
+                    # A stream into a partition the request does not run (a text-only request
+                    # has no Talker): the model produces nothing for it, an empty edge.
+                    per[name] = []
+                    continue
                 self._value += 1
                 per[name] = [torch.tensor([self._value], dtype=torch.int64)]
             out[rid] = per

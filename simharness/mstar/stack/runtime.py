@@ -19,6 +19,8 @@ admits every request at once.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from simharness.mstar.package import PINNED, PIP_INSTALL, installed_version, is_available
@@ -66,6 +68,11 @@ class MstarStack:
             start_workers(self._stack)
             self._conductor.startup()
             sc = layout.scenario
+            if sys.flags.hash_randomization and os.environ.get("PYTHONHASHSEED") in (None, "random"):
+                self.notes.append("runtime mstar: Python's string hashing is random in this process "
+                                  "(PYTHONHASHSEED unset): mstar's code iterates sets of names, so "
+                                  "the trace digest may differ from another process's; the "
+                                  "simharness command sets PYTHONHASHSEED=0")
             if sc.gated_nodes:
                 self.notes.append("runtime mstar: the fake engine admits every request at once "
                                   "(no scripted gate, no KV readiness): "
