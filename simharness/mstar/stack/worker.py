@@ -544,6 +544,10 @@ class StackWorker:
         routes: list[tuple[Signal, str]] = []
 
         def route(edge: Any, label: str) -> None:
+            if edge.is_streaming and not edge.tensor_info:
+                # an empty streaming edge (the request does not run the consumer's partition):
+                # a no-op at the receiver, which our model does not count as routed
+                return
             key = (edge.name, edge.next_node)
             sig = signals.get(key)
             if sig is None:
