@@ -13,7 +13,7 @@ from simharness.run import run_scenario
 from simharness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNTIMES = ["mstar-python", "mstar-rust-prefix", "mstar-rust", "mstar"]
+RUNTIMES = ["mstar-python", "mstar-rust-prefix", "mstar-rust", "mstar-graph", "mstar"]
 #: None: the file's own seed (a corpus case's recorded one)
 SEEDS = [None, 0, 1, 2]
 

@@ -2,7 +2,9 @@
 
 mstar's worker loop, as both drivers run it: handle every message that arrived, take a batch,
 send what choosing it produced (KV pulls, SCHEDULE_TP), then with nothing to run wait for a
-message; else run the batch (after the collective of a lockstep instance) and finish it.
+message; else run the batch (after the collective of a lockstep instance) and finish it. Under
+`LoopPolicy.choose_first` (mstar 0.2.1) the next batch is chosen as soon as one finishes, and
+the messages that came in meanwhile are read once it has started.
 
 `worker_main` is a generator over a `WorkerPort`: each ``yield`` hands the driver something to
 wait for. The simpy driver yields simpy events from a process; the real process blocks inside
@@ -70,29 +72,47 @@ def worker_main(loop: Any, port: WorkerPort) -> Iterator[Any]:
     `WorkerLoop`'s door (``handle_stimulus``)."""
     door = loop.handle_stimulus
     apply = port.apply
+    policy = getattr(loop, "policy", None)
+    choose_first = policy is not None and policy.choose_first
+    wake_s = policy.wake_us * 1e-6 if policy is not None else 0.0
 
     def handle(msgs: list[Any]) -> None:
         apply(door(Received(msgs=msgs), port.now()))
 
-    while not port.stopped:
-        port.receive(handle)
-        if port.stopped:
-            return
+    def choose() -> Batch | None:
         chose = door(CHOOSE, port.now())
         apply(chose)
-        batch = chose.batch
-        port.chosen(batch)
+        port.chosen(chose.batch)
+        return chose.batch
+
+    batch: Batch | None = None
+    while not port.stopped:
         if batch is None:
-            yield port.idle()
-            continue
+            port.receive(handle)
+            if port.stopped:
+                return
+            batch = choose()
+            if batch is None:
+                yield port.idle()
+                if wake_s:
+                    yield port.wait(wake_s)
+                continue
+            read_after_start = False
+        else:
+            # chosen right after the last batch (`LoopPolicy.choose_first`): what came in while
+            # that one ran is read once this one has started
+            read_after_start = True
         duration = port.duration(batch)
         if batch.instance:
             yield port.collective(batch)
         apply(door(Started(batch=batch, duration=duration), port.now()))
+        if read_after_start:
+            port.receive(handle)
         yield port.execute(batch, duration)
         if port.stopped:
             return
         port.finished(door(Finished(batch=batch), port.now()))
+        batch = choose() if choose_first else None
 
 
 @runtime_checkable

@@ -59,7 +59,7 @@ from simharness.engine.tick import Tick
 from simharness.placement.layout import Layout
 from simharness.ridmap import RidMap
 from simharness.rng import RandomStreams
-from simharness.runtime.effects import Abort, Arrived, Effects, Submit
+from simharness.runtime.effects import Abort, Alarm, Arrived, Effects, Submit
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import LoopPolicy, Runtime, WorkerDoor
@@ -152,11 +152,17 @@ class Simulation:
         self._conduct(Arrived(msg=tick.msg))
 
     def _client_deliver(self, tick: Tick) -> None:
-        eff = self.client.handle_stimulus(Arrived(msg=tick.msg), self.env.now)
+        self._client(Arrived(msg=tick.msg))
+
+    def _client(self, stimulus: Any) -> None:
+        eff = self.client.handle_stimulus(stimulus, self.env.now)
         if eff.events:
             self.recorder.emit_all(eff.events)
         if eff.sends:
             self.send_all(CLIENT_ID, eff.sends)
+        for at, rid in eff.alarms:
+            timer = self.env.timeout(max(0.0, at - self.env.now))
+            timer.callbacks.append(lambda _e, rid=rid: self._client(Alarm(rid=rid)))
 
     def abort(self, rid: str, outcome: str) -> None:
         self._conduct(Abort(rid=rid, outcome=outcome))

@@ -59,8 +59,8 @@ class _Built:
 class MstarRuntime(ModelRuntime):
     """The real mstar graph code (mstar-ai) in our drivers.
 
-    Options (``runtime: {name: mstar, options: {...}}``): ``batching`` and ``drain_barrier`` as
-    for the reference profiles (`LoopPolicy`), and ``placement``: ``auto`` (mstar's own
+    Options (``runtime: {name: mstar-graph, options: {...}}``): ``batching``, ``drain_barrier``,
+    ``choose_first`` and ``wake_us`` as for the reference profiles (`LoopPolicy`), and ``placement``: ``auto`` (mstar's own
     division when ``mstar.model.base`` imports, else ours, with a note), ``mstar`` (mstar's or
     fail) or ``simharness`` (ours, converted to mstar objects).
     """
@@ -76,12 +76,13 @@ class MstarRuntime(ModelRuntime):
         return is_available()
 
     def __init__(self, batching: str = "minibatch", drain_barrier: bool = False,
-                 placement: str = "auto") -> None:
+                 choose_first: bool = False, wake_us: float = 0.0, placement: str = "auto") -> None:
         graph_module()
         if placement not in PLACEMENT_CHOICES:
             raise ValueError(f"placement must be one of {', '.join(PLACEMENT_CHOICES)}, "
                              f"got {placement!r}{hint(str(placement), PLACEMENT_CHOICES)}")
-        super().__init__(batching=batching, drain_barrier=drain_barrier)
+        super().__init__(batching=batching, drain_barrier=drain_barrier,
+                         choose_first=choose_first, wake_us=wake_us)
         self.notes: list[str] = []
         found = installed_version()
         if found is not None and found != PINNED:

@@ -32,8 +32,10 @@ class ModelRuntime:
     #: the classes the workers and the conductor are built from (None: the standard one)
     parts: WorkerParts = WorkerParts()
 
-    def __init__(self, batching: str = "minibatch", drain_barrier: bool = False) -> None:
-        self.policy = LoopPolicy(batching=batching, drain_barrier=drain_barrier)
+    def __init__(self, batching: str = "minibatch", drain_barrier: bool = False,
+                 choose_first: bool = False, wake_us: float = 0.0) -> None:
+        self.policy = LoopPolicy(batching=batching, drain_barrier=drain_barrier,
+                                 choose_first=choose_first, wake_us=wake_us)
         self.notes: Sequence[str] = []
 
     def build_rank(self, rank: int, layout: Layout) -> RankRuntimeProtocol:

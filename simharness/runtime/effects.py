@@ -69,6 +69,12 @@ class Abort(_Stimulus):
     outcome: str
 
 
+class Alarm(_Stimulus):
+    """API server: a timer it set (`Effects.alarms`) went off."""
+
+    rid: str
+
+
 #: The one `Choose` a driver needs (it carries nothing).
 CHOOSE = Choose()
 
@@ -86,3 +92,5 @@ class Effects(msgspec.Struct, eq=False):
     batch: Any = None
     #: every `Completion` of a finished batch, in order (worker loop, `Finished`)
     completions: Sequence[Any] = ()
+    #: (when, rid): timers to set, each answered by an `Alarm` at that time (API server)
+    alarms: Sequence[tuple[float, str]] = ()

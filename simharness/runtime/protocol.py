@@ -44,10 +44,21 @@ class LoopPolicy(Struct, frozen=True):
 
     ``drain_barrier``: mstar 0.2.1 sends REMOVE only after the API server has read every output
     (READS_DONE); the reference sends it as soon as the request is done.
+
+    ``choose_first``: mstar 0.2.1's loop (worker.py:3070-3080) chooses the next batch right after
+    postprocessing one, and reads the messages that came in while it ran only after that (at
+    the top of the next iteration, while the new batch runs). The reference reads them first.
+
+    ``wake_us``: how long an idle rank takes, once a message wakes it, before it reads its
+    socket: 0 (the reference) reads the first message alone, at the instant it arrives; a
+    positive value reads what arrived together with it (a burst the conductor sent in one go
+    is read in one go, as a real socket poll does).
     """
 
     batching: str = "minibatch"
     drain_barrier: bool = False
+    choose_first: bool = False
+    wake_us: float = 0.0
 
     def __post_init__(self) -> None:
         if self.batching not in BATCHING_MODES:
@@ -55,6 +66,17 @@ class LoopPolicy(Struct, frozen=True):
                              f"got {self.batching!r}{hint(str(self.batching), BATCHING_MODES)}")
         if not isinstance(self.drain_barrier, bool):
             raise ValueError(f"drain_barrier must be true or false, got {self.drain_barrier!r}")
+        if not isinstance(self.choose_first, bool):
+            raise ValueError(f"choose_first must be true or false, got {self.choose_first!r}")
+        if (isinstance(self.wake_us, bool) or not isinstance(self.wake_us, (int, float))
+                or not 0 <= self.wake_us <= 1e6):
+            raise ValueError(f"wake_us must be a number of microseconds from 0 to 1000000, "
+                             f"got {self.wake_us!r}")
+
+
+#: mstar-ai 0.2.1's worker loop and teardown, as the real stack (`--runtime mstar`) runs them;
+#: a profile run with these options is what the fidelity suite holds against the stack
+MSTAR_0_2_1 = LoopPolicy(batching="backlog", drain_barrier=True, choose_first=True, wake_us=1.0)
 
 
 class LoopBound(Protocol):

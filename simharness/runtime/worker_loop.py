@@ -104,6 +104,7 @@ class WorkerLoop:
         self.rank = rank
         self.runtime = runtime
         self.nodes = nodes
+        self.policy = policy
         self.seed = seed
         self.scenario = runtime.layout.scenario
         self.scheduler = MicroScheduler(nodes.max_batch, self.gate, policy.batching, self.held,

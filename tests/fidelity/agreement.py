@@ -37,7 +37,10 @@ def completions(report: RunReport) -> dict[CompletionKey, tuple[Any, ...]]:
         k = seen[base]
         seen[base] += 1
         routes = tuple(sorted(Counter((s.name, s.dest, where) for s, where in e.routes).items()))
-        out[(*base, k)] = (routes, tuple(sorted(e.filtered)), tuple(e.finished_loops), e.counter)
+        # the loops one forward finishes: a set (the order each runtime lists them in is not a
+        # semantic)
+        out[(*base, k)] = (routes, tuple(sorted(e.filtered)), tuple(sorted(e.finished_loops)),
+                           e.counter)
     return out
 
 

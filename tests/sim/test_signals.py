@@ -61,8 +61,14 @@ def _handler_installed(pid: int) -> bool:
     return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid` so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _interrupt(tmp_path: Path, argv: list[str], sig: int, after: float = 0.5) -> subprocess.CompletedProcess:
-    """Run ``simharness ARGV`` in `tmp_path`, send `sig` `after` seconds into its work, wait."""
+    """Run ``simharness ARGV`` in `tmp_path`, send `sig` `after` CPU seconds into its work, wait."""
     if not Path("/proc/self/status").exists():
         pytest.skip("needs /proc to tell when the command's handlers are installed")
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONUNBUFFERED="1")
@@ -74,7 +80,13 @@ def _interrupt(tmp_path: Path, argv: list[str], sig: int, after: float = 0.5) ->
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the command never installed its signal handlers"
             time.sleep(0.02)
-        time.sleep(after)
+        # `after` seconds of the command's own CPU time, not of the clock: on a loaded machine
+        # the same wall time may not yet reach its work
+        start = _cpu_seconds(proc.pid)
+        while _cpu_seconds(proc.pid) - start < after:
+            assert proc.poll() is None, f"the command ended before the signal: {proc.communicate()}"
+            assert time.monotonic() < deadline + 60, "the command never got to its work"
+            time.sleep(0.02)
         assert proc.poll() is None, f"the command ended before the signal: {proc.communicate()}"
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)

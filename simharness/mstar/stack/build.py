@@ -82,8 +82,9 @@ class Stack:
         # mstar logs its errors with tracebacks; the stack reports them as trace events instead
         logging.getLogger("mstar").setLevel(logging.CRITICAL + 1)
         seed = self.scenario.seed
-        # Conductor._assign_worker_graphs_to_workers draws a replica with np.random
-        # (conductor.py:511, 517); mstar's other draws use random and torch.
+        # Conductor._assign_worker_graphs_to_workers draws its replicas with np.random
+        # (conductor.py:511, 517), answered by `replica_draw`; mstar's other draws use random and
+        # torch, seeded here.
         np.random.seed(seed % 2**32)
         random.seed(seed)
         torch.manual_seed(seed)
@@ -101,6 +102,9 @@ class Stack:
             self.workers[int(wid.split("_")[1])] = Worker(**kw)
         #: mstar's worker graph id -> ours (mstar names them wg0, wg1, ... here; ours say the walk)
         self.wg_ours = self._match_worker_graphs()
+        #: the run's replica pick, `choose_replica(n)` (given by the driver with the conductor)
+        self.choose_replica: Any = lambda n: 0
+        self._replica_answers: list[int] = []
 
     def _config(self) -> dict[str, Any]:
         """The scenario's placement as an mstar config file says it."""
@@ -135,6 +139,28 @@ class Stack:
         return out
 
     # -- what `seams` asks for while mstar's code runs ------------------------------------------
+
+    def replica_draw(self, n: int) -> int:
+        """``np.random.randint(n)`` in ``Conductor._assign_worker_graphs_to_workers``
+        (conductor.py:503-520), which draws once per worker graph, in its order, and keeps a
+        node group's first draw. The answers are the run's own placement draws, one per node
+        group as the model takes them (`Layout.assign`), so that both pick the same replicas:
+        any pick is one mstar's random draw could make."""
+        if not self._replica_answers:
+            chosen = self.layout.assign(self.choose_replica).wg_ranks
+            self._replica_answers = [self._replica_index(wg_id, chosen[ours])
+                                     for wg_id, ours in self.wg_ours.items()]
+        answer = self._replica_answers.pop(0)
+        if not 0 <= answer < n:
+            raise RuntimeError(f"replica draw: {answer} is not below {n}")
+        return answer
+
+    def _replica_index(self, wg_id: str, ranks: tuple[int, ...]) -> int:
+        """Which of mstar's replicas of worker graph `wg_id` holds `ranks`."""
+        wg = self.conductor.worker_graphs[wg_id]
+        options = [tuple(r) for r in wg._instance_ranks] or [(r,) for r in wg.ranks]
+        return options.index(tuple(ranks))
+
 
     def launch_workers(self, conductor: Any) -> None:
         """``Conductor._launch_workers``: keep each worker's spawn arguments (conductor.py:434-459)."""

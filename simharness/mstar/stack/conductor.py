@@ -41,7 +41,7 @@ from mstar.utils.ipc_format import (
 from simharness import events as ev
 from simharness.mstar.convert import CARRIES
 from simharness.mstar.stack.build import API_PREPROCESS, API_SERVER, CONDUCTOR, Stack, worker_id
-from simharness.runtime.effects import Abort, Arrived, Effects, Submit
+from simharness.runtime.effects import Abort, Alarm, Arrived, Effects, Submit
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID, Send
 from simharness.runtime.protocol import StallPosition
 from simharness.signals import Signal
@@ -377,6 +377,11 @@ def _rank_of(body: Any) -> int:
     return int(getattr(body, "worker_rank", -1))
 
 
+#: how long the API server keeps a completed request waiting for its final outputs
+#: (``_recently_completed_ttl``, api_server/entrypoint.py:206)
+RECENTLY_COMPLETED_TTL_S = 15.0
+
+
 class StackClient:
     """A `protocol.ClientDoor`: our API server over mstar's messages (see the module docstring)."""
 
@@ -390,6 +395,8 @@ class StackClient:
         self._complete: dict[str, Any] = {}
         self._done: set[str] = set()
         self._given_up: set[str] = set()
+        #: (when, rid) of the TTL timers set by this stimulus
+        self._alarms: list[tuple[float, str]] = []
 
     def handle_stimulus(self, stimulus: Any, now: float) -> Effects:
         self.stack.enter(now)
@@ -397,14 +404,17 @@ class StackClient:
         if t is Arrived:
             self.stack.deliver(stimulus.msg)
             self._poll(now)
+        elif t is Alarm:
+            self._expire(stimulus.rid)
         elif t is Abort:
             self._given_up.add(stimulus.rid)
             self._complete.pop(stimulus.rid, None)
         else:
-            raise TypeError(f"the API client takes Arrived or Abort, not {t.__name__}")
+            raise TypeError(f"the API client takes Arrived, Alarm or Abort, not {t.__name__}")
         events = self._events[:]
         self._events.clear()
-        return Effects(self.stack.take_sends(CLIENT_ID), events)
+        alarms, self._alarms = self._alarms, []
+        return Effects(self.stack.take_sends(CLIENT_ID), events, alarms=alarms)
 
     def _poll(self, now: float) -> None:
         for msg in self.box.get_all_new_messages():
@@ -428,6 +438,18 @@ class StackClient:
             elif kind == "request_complete":
                 self._complete[body.request_id] = body
                 self._maybe_complete(body.request_id)
+                if body.request_id in self._complete:
+                    # entrypoint.py:314-320: a request still waiting for a final output is
+                    # closed anyway once it has been complete for the TTL (15 s)
+                    self._alarms.append((now + RECENTLY_COMPLETED_TTL_S, body.request_id))
+
+    def _expire(self, rid: str) -> None:
+        """The TTL ran out on a completed request whose final outputs never all came (or
+        seemed not to: the per-name comparison across walks, data_worker.py:173-187): the API
+        server gives up waiting and acknowledges anyway (finished_reading, drained=False)."""
+        if rid not in self._complete or rid in self._done:
+            return
+        self._finish(rid)
 
     def _maybe_complete(self, rid: str) -> None:
         body = self._complete.get(rid)
@@ -436,6 +458,9 @@ class StackClient:
         got = self._max.get(rid, {})
         if not all(not idx.label_context_gt(got.get(name)) for name, idx in body.final_outputs.items()):
             return  # an output is still on its way (the real API server waits, then times out)
+        self._finish(rid)
+
+    def _finish(self, rid: str) -> None:
         self._done.add(rid)
         del self._complete[rid]
         self._max.pop(rid, None)

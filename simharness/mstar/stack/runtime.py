@@ -8,9 +8,10 @@ engine with the scenario's service times and stop rules (`engine.FakeEngine`), t
 and the API server's two entities. What the real objects did becomes the same trace events our
 model's runtimes emit, so every check reads this arm as it reads the others.
 
-mstar-ai 0.2.1 batches by backlog (a batch is capped at ``max_batch``, the rest served next)
-and tears a finished request down only after the API server has read its outputs; this
-runtime's `LoopPolicy` says so, and a model run is compared with it under the same policy.
+mstar-ai 0.2.1 batches by backlog (a batch is capped at ``max_batch``, the rest served next),
+chooses a rank's next batch before reading what came in during the last, and tears a finished
+request down only after the API server has read its outputs; this runtime's `LoopPolicy`
+(`protocol.MSTAR_0_2_1`) says so, and a model run is compared with it under the same policy.
 
 Not modelled by the fake engine (said in `notes` when a scenario uses them): scripted engine
 gates (``graph.nodes.N.script``) and KV-cache readiness (``kv_label``): its ``check_ready``
@@ -29,7 +30,7 @@ from simharness.mstar.stack.conductor import StackClient, StackConductor, start_
 from simharness.mstar.stack.worker import StackWorker
 from simharness.placement.layout import Layout
 from simharness.runtime.fake_nodes import FakeNodes
-from simharness.runtime.protocol import LoopPolicy
+from simharness.runtime.protocol import MSTAR_0_2_1
 
 
 class MstarStack:
@@ -52,7 +53,7 @@ class MstarStack:
 
     def __init__(self) -> None:
         # what mstar-ai 0.2.1 does: see the module docstring
-        self.policy = LoopPolicy(batching="backlog", drain_barrier=True)
+        self.policy = MSTAR_0_2_1
         self.notes: list[str] = []
         found = installed_version()
         if found is not None and found != PINNED:
@@ -88,6 +89,7 @@ class MstarStack:
         if self._stack is None or self._stack.layout is not layout:
             self._stack_for(layout, FakeNodes(layout.scenario))
         assert self._conductor is not None
+        self._stack.choose_replica = choose
         return self._conductor
 
     def build_client(self) -> StackClient:

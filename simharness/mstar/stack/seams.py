@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import time as _real_time
-from collections.abc import Callable
+from collections.abc import Callable, MutableSet
 from typing import Any
 from uuid import uuid4 as _real_uuid4
 
@@ -159,7 +159,78 @@ def install() -> None:
     conductor._pick_free_tcp_port = _forward("free_tcp_port", conductor._pick_free_tcp_port)
     conductor.Conductor._launch_workers = _launch_workers(conductor.Conductor._launch_workers)
     worker.EngineManager = _engine_manager(worker.EngineManager)
+    # conductor.py:511, 517 draw a request's replicas with np.random.randint: the run's own
+    # placement draws answer them (`Stack.replica_draw`)
+    conductor.np = _NumpyForConductor(conductor.np)
+    graph = importlib.import_module("mstar.graph.base")
+    graph.WorkerGraphStateRegistry.__init__ = _ordered_ready_sets(
+        graph.WorkerGraphStateRegistry.__init__)
     _INSTALLED = True
+
+
+class _RandomForConductor:
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def randint(self, *args: Any, **kwargs: Any) -> Any:
+        stack = _ACTIVE
+        if stack is None or kwargs or len(args) != 1:
+            return self._real.randint(*args, **kwargs)
+        return stack.replica_draw(int(args[0]))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class _NumpyForConductor:
+    """numpy as ``mstar.conductor.conductor`` sees it: itself, but for ``random.randint``."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.random = _RandomForConductor(real.random)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class NameSet(MutableSet):
+    """A set of names that iterates in insertion order (a dict's keys)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, items: Any = ()) -> None:
+        self._d = dict.fromkeys(items)
+
+    def __contains__(self, x: object) -> bool:
+        return x in self._d
+
+    def __iter__(self) -> Any:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def add(self, x: Any) -> None:
+        self._d[x] = None
+
+    def discard(self, x: Any) -> None:
+        self._d.pop(x, None)
+
+    def clear(self) -> None:
+        self._d.clear()
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(map(repr, self._d)) + "}"
+
+
+def _ordered_ready_sets(original: Callable[..., Any]) -> Callable[..., Any]:
+    def init(registry: Any, *args: Any, **kwargs: Any) -> None:
+        original(registry, *args, **kwargs)
+        if _ACTIVE is not None:
+            registry.ready_names = NameSet()
+            registry.ready_next_iter = NameSet()
+
+    return init
 
 
 def _launch_workers(original: Callable[..., Any]) -> Callable[..., Any]:

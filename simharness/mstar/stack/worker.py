@@ -41,13 +41,14 @@ from simharness import events as ev
 from simharness.mstar.convert import CARRIES, EMIT_TO_CLIENT, EMPTY_DESTINATION
 from simharness.mstar.stack.build import Stack
 from simharness.runtime.effects import Effects
-from simharness.runtime.protocol import StallPosition
+from simharness.runtime.protocol import MSTAR_0_2_1, StallPosition
 from simharness.runtime.scheduler import Batch
 from simharness.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 
-#: how long after the first message of a burst an idle worker reads its socket: long enough for
-#: the rest of the burst to arrive on our links, short beside any forward
-WAKE_S = 1e-6
+#: how long after the first message of a burst an idle worker reads its socket
+#: (`LoopPolicy.wake_us`): long enough for the rest of the burst to arrive on our links, short
+#: beside any forward
+WAKE_S = MSTAR_0_2_1.wake_us * 1e-6
 #: what a rank does with the messages parked for a request it already removed (mstar's
 #: ``_unprocessed_messages``, never replayed): the drain check reports them
 PARKED_FOR_EVER = ("arrived after the request was removed on this rank; parked in unprocessed "
@@ -362,7 +363,8 @@ class StackWorker:
         """3128-3139 (the 10 ms back-off sleep is not waited: the loop goes on at once)."""
         w = self.w
         self.emit(ev.Dropped(self.stack.now, self.rank, "", "main_loop_error",
-                             f"the worker's main loop raised {type(exc).__name__}: {exc}", ()))
+                             f"the worker's main loop raised {type(exc).__name__}: {exc}"
+                             f"{_what_failed(exc)}", ()))
         # mstar's handler waits for the GPU step in flight to finish (2560-2568): here its result
         # is handed over at once, as it would be once the step is done
         for stale in (self.pending, ctx.get("spec_pending")):
@@ -683,6 +685,23 @@ class StackWorker:
 
 # ---------------------------------------------------------------------------------------------
 # reading mstar's per-request state
+
+
+#: the ``Dropped`` reason's tail when a step read a tensor its rank had already freed
+FREED_TENSOR = "a tensor was freed before this rank's node read it (mstar's reference counts)"
+
+
+def _what_failed(exc: BaseException) -> str:
+    """What an error in mstar's code means, where we know: a ``KeyError`` out of
+    ``TensorStore.get_tensor`` is a tensor read after mstar freed it."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code
+        tb = tb.tb_next
+    if isinstance(exc, KeyError) and last is not None and last.co_name == "get_tensor":
+        return f": {FREED_TENSOR}"
+    return ""
 
 
 def _deliver_result(pending: PendingBatch) -> None:
