@@ -64,7 +64,7 @@ from simharness.drive.core import (
 )
 from simharness.drive.result import RunResult
 from simharness.drive.runaway import RunawayGuard
-from simharness.errors import ScenarioError
+from simharness.errors import ScenarioError, UsageError
 from simharness.placement.layout import Layout
 from simharness.run import RunChecks, RunReport, build_runtime, with_seed
 from simharness.runtime.effects import Arrived
@@ -168,6 +168,10 @@ class Launcher:
         self.scenario = scenario
         self.runtime = build_runtime(scenario, runtime_name)
         self.runtime_name = getattr(self.runtime, "name", runtime_name or scenario.runtime.name)
+        if getattr(self.runtime, "simulation_only", False):
+            raise UsageError(f"--runtime {self.runtime_name} runs only in the simulation (its "
+                             f"loops are restated over the simulated clock); on real processes "
+                             f"use --runtime mstar-graph (mstar's graph code) or a model runtime")
         #: what the worker processes build their runtime from: the name as given, or None for
         #: the scenario's own runtime with its options. Not `runtime_name`, which is a display
         #: name: a ``module:Class`` subclass of a profile keeps the profile's name, and a

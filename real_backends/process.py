@@ -279,8 +279,12 @@ class RankProcess(_Process):
         if batch is None:
             self.flush_events()
 
-    def idle(self) -> None:
-        if not self.transport.wait(IDLE_POLL_MS) and not self.launcher_alive():
+    def idle(self, timeout: float | None = None) -> None:
+        # a message ends the wait; so does `timeout` (mstar's 10 ms poll of its StreamBuffers,
+        # scaled as every duration here is), or IDLE_POLL_MS, to look at the launcher
+        ms = IDLE_POLL_MS if timeout is None else max(
+            1, min(IDLE_POLL_MS, round(timeout * 1000 * self.cfg["time_scale"])))
+        if not self.transport.wait(ms) and not self.launcher_alive():
             self.running = False
 
     def wait(self, seconds: float) -> None:

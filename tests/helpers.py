@@ -87,6 +87,20 @@ def needs_mstar():
                                reason=f"mstar-ai is not installed ({package.PIP_INSTALL})")]
 
 
+def needs_mstar_stack():
+    """Marks for a test that runs the real mstar stack (``--runtime mstar``): mstar-ai with the
+    extra its worker and conductor modules import (torch, pyzmq, msgpack, ...)."""
+    import pytest
+
+    from simharness.mstar import package
+    from simharness.mstar.stack.runtime import MstarStack
+
+    return [pytest.mark.mstar,
+            pytest.mark.skipif(not MstarStack.available(),
+                               reason=f"mstar-ai's worker and conductor do not import here "
+                                      f"({package.PIP_INSTALL} and {package.EXTRA_INSTALL})")]
+
+
 #: the plugin prefix of the runtimes broken on purpose (``tests/quality/broken*.py``)
 BROKEN = "tests.quality.broken:"
 

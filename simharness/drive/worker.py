@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
-from simharness.runtime.effects import CHOOSE, Effects, Finished, Received, Started
+from simharness.runtime.effects import (
+    CHOOSE,
+    CHOOSE_AFTER_BATCH,
+    POLL,
+    Effects,
+    Finished,
+    Received,
+    Started,
+)
 from simharness.runtime.scheduler import Batch
 
 
@@ -42,8 +50,9 @@ class WorkerPort(Protocol):
         """The next batch was chosen (None: nothing to run); what choosing sent has left."""
         ...
 
-    def idle(self) -> Any:
-        """Nothing to run: what to wait for until a message arrives."""
+    def idle(self, timeout: float | None = None) -> Any:
+        """Nothing to run: what to wait for until a message arrives (or `timeout` seconds have
+        passed, when given)."""
         ...
 
     def wait(self, seconds: float) -> Any:
@@ -75,15 +84,31 @@ def worker_main(loop: Any, port: WorkerPort) -> Iterator[Any]:
     policy = getattr(loop, "policy", None)
     choose_first = policy is not None and policy.choose_first
     wake_s = policy.wake_us * 1e-6 if policy is not None else 0.0
+    poll_s = policy.idle_poll_ms * 1e-3 if policy is not None else 0.0
+    arrived = [False]
+    in_vain = [False]
 
     def handle(msgs: list[Any]) -> None:
+        arrived[0] = True
+        in_vain[0] = False
         apply(door(Received(msgs=msgs), port.now()))
 
-    def choose() -> Batch | None:
-        chose = door(CHOOSE, port.now())
+    def choose(stimulus: Any = CHOOSE) -> Batch | None:
+        chose = door(stimulus, port.now())
         apply(chose)
         port.chosen(chose.batch)
         return chose.batch
+
+    def idle() -> Iterator[Any]:
+        # nothing to run: wait for a message (or, where a poll of the rank's StreamBuffers
+        # would find a chunk, for `poll_s` at most), then a moment for the rest of its burst.
+        # A bounded wait that ended with no message, the poll after it starting nothing, is
+        # not repeated until a message comes or a batch runs: nothing can have changed
+        bounded = bool(poll_s) and not in_vain[0] and loop.stream_ready()
+        yield port.idle(poll_s) if bounded else port.idle()
+        in_vain[0] = bounded  # until `handle` reads a message
+        if wake_s:
+            yield port.wait(wake_s)
 
     batch: Batch | None = None
     while not port.stopped:
@@ -93,26 +118,35 @@ def worker_main(loop: Any, port: WorkerPort) -> Iterator[Any]:
                 return
             batch = choose()
             if batch is None:
-                yield port.idle()
-                if wake_s:
-                    yield port.wait(wake_s)
+                yield from idle()
                 continue
-            read_after_start = False
-        else:
-            # chosen right after the last batch (`LoopPolicy.choose_first`): what came in while
-            # that one ran is read once this one has started
-            read_after_start = True
+        # under mstar 0.2.1's loop (`LoopPolicy.choose_first`) a launched batch sends the loop
+        # back to its top while it runs: what came in is read and the StreamBuffers polled once
+        # it has started, whichever way it was chosen (worker.py:2776-2810)
+        read_after_start = choose_first
         duration = port.duration(batch)
         if batch.instance:
             yield port.collective(batch)
         apply(door(Started(batch=batch, duration=duration), port.now()))
+        in_vain[0] = False
         if read_after_start:
             port.receive(handle)
+            apply(door(POLL, port.now()))
         yield port.execute(batch, duration)
         if port.stopped:
             return
         port.finished(door(Finished(batch=batch), port.now()))
-        batch = choose() if choose_first else None
+        if not choose_first:
+            batch = None
+            continue
+        # mstar 0.2.1 (worker.py:3070-3091): the next batch is chosen at once, without a poll;
+        # with none, the rank waits for work unless messages are already waiting
+        batch = choose(CHOOSE_AFTER_BATCH)
+        if batch is None:
+            arrived[0] = False
+            port.receive(handle)
+            if not arrived[0] and not port.stopped:
+                yield from idle()
 
 
 @runtime_checkable

@@ -354,9 +354,18 @@ class SimWorker:
     def chosen(self, batch: Batch | None) -> None:
         pass
 
-    def idle(self) -> Tick:
-        self._wake = Tick([])
-        return self._wake
+    def idle(self, timeout: float | None = None) -> Tick:
+        wake = self._wake = Tick([])
+        if timeout is not None:
+            alarm = Tick([lambda _tick: self._alarm(wake)])
+            heappush(self._queue, (self.env._now + timeout, NORMAL, next(self._eid), alarm))
+        return wake
+
+    def _alarm(self, wake: Tick) -> None:
+        """An idle wait's `timeout` ran out: wake the rank unless a message did already."""
+        if self._wake is wake:
+            self._wake = None
+            heappush(self._queue, (self.env._now, NORMAL, next(self._eid), wake))
 
     def wait(self, seconds: float) -> Tick:
         tick = Tick([])

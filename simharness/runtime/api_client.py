@@ -14,7 +14,14 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.runtime.effects import Abort, Arrived, Effects
-from simharness.runtime.messages import CONDUCTOR_ID, ReadsDone, RequestComplete, ResultTensors, Send
+from simharness.runtime.messages import (
+    CONDUCTOR_ID,
+    ReadsDone,
+    RequestComplete,
+    ResultTensors,
+    Send,
+    TensorReceived,
+)
 from simharness.runtime.protocol import LoopPolicy
 
 
@@ -44,10 +51,13 @@ class ApiClient:
 
     def _on_message(self, msg: Any, now: float) -> list[Send]:
         rid = msg.rid
+        sends = []
         if isinstance(msg, ResultTensors):
             self.emit(ev.Emitted(now, msg.rank, rid, msg.signal))
+            if self.policy.acks:  # read at once, acked to the rank that sent it
+                sends.append(Send(msg.rank, 0, TensorReceived(rid=rid)))
         if not self.policy.drain_barrier:
-            return []
+            return sends
         if isinstance(msg, ResultTensors):
             self.received[rid] = self.received.get(rid, 0) + 1
         elif isinstance(msg, RequestComplete):
@@ -56,5 +66,5 @@ class ApiClient:
         if want is not None and self.received.get(rid, 0) >= want:
             del self.expected[rid]
             self.received.pop(rid, None)
-            return [Send(CONDUCTOR_ID, 0, ReadsDone(rid=rid))]
-        return []
+            sends.append(Send(CONDUCTOR_ID, 0, ReadsDone(rid=rid)))
+        return sends

@@ -39,7 +39,16 @@ class Received(_Stimulus):
 
 
 class Choose(_Stimulus):
-    """Worker loop: pick the next batch (and send what choosing it needs: KV pulls, SCHEDULE_TP)."""
+    """Worker loop: pick the next batch (and send what choosing it needs: KV pulls, SCHEDULE_TP).
+    `poll`: poll the StreamBuffers first (the top of mstar's loop does; the choice mstar 0.2.1
+    makes right after a batch, `LoopPolicy.choose_first`, does not)."""
+
+    poll: bool = True
+
+
+class Poll(_Stimulus):
+    """Worker loop: poll the StreamBuffers (the top of mstar 0.2.1's loop, while the batch it
+    chose at the end of the last one runs)."""
 
 
 class Started(_Stimulus):
@@ -75,8 +84,10 @@ class Alarm(_Stimulus):
     rid: str
 
 
-#: The one `Choose` a driver needs (it carries nothing).
+#: The `Choose` a driver needs at the top of the loop, and the one right after a batch.
 CHOOSE = Choose()
+CHOOSE_AFTER_BATCH = Choose(poll=False)
+POLL = Poll()
 
 
 class Effects(msgspec.Struct, eq=False):

@@ -165,6 +165,15 @@ class RequestComplete(Message):
     emits: int
 
 
+class TensorReceived(Message):
+    """mstar TENSOR_RECEIVED: the reader of a rank's tensors (a peer rank, or the API server for
+    an emit) acks them so the producer can free its buffers. The model has no buffers; under
+    `LoopPolicy.acks` the message still travels, and wakes an idle rank as it does in mstar."""
+
+    kind_name: ClassVar[str] = "tensor_received"
+    rid: str
+
+
 class ReadsDone(Message):
     """mstar READS_DONE: the API server has read every output; teardown may proceed."""
 

@@ -53,12 +53,24 @@ class LoopPolicy(Struct, frozen=True):
     socket: 0 (the reference) reads the first message alone, at the instant it arrives; a
     positive value reads what arrived together with it (a burst the conductor sent in one go
     is read in one go, as a real socket poll does).
+
+    ``idle_poll_ms``: an idle rank waits for a message or this long, whichever comes first, when
+    a poll of its StreamBuffers would already find a chunk (mstar's ``wait_for_work(10)``,
+    worker.py:3089: a stream item routed on the rank itself wakes nothing). 0: it polls at once.
+    Under ``choose_first`` the choice right after a batch does not poll (step 4 of mstar's loop).
+
+    ``acks``: a rank that reads another rank's tensors, and the API server that reads an emit,
+    send the producer a TENSOR_RECEIVED (mstar's ``_collect_and_send_acks``, tensors.py:602-624).
+    It changes nothing on the producer here but wakes it when idle, and a woken rank polls its
+    StreamBuffers (so a chunk can go out before the message that would otherwise wake it).
     """
 
     batching: str = "minibatch"
     drain_barrier: bool = False
     choose_first: bool = False
     wake_us: float = 0.0
+    idle_poll_ms: float = 0.0
+    acks: bool = False
 
     def __post_init__(self) -> None:
         if self.batching not in BATCHING_MODES:
@@ -66,17 +78,19 @@ class LoopPolicy(Struct, frozen=True):
                              f"got {self.batching!r}{hint(str(self.batching), BATCHING_MODES)}")
         if not isinstance(self.drain_barrier, bool):
             raise ValueError(f"drain_barrier must be true or false, got {self.drain_barrier!r}")
-        if not isinstance(self.choose_first, bool):
-            raise ValueError(f"choose_first must be true or false, got {self.choose_first!r}")
-        if (isinstance(self.wake_us, bool) or not isinstance(self.wake_us, (int, float))
-                or not 0 <= self.wake_us <= 1e6):
-            raise ValueError(f"wake_us must be a number of microseconds from 0 to 1000000, "
-                             f"got {self.wake_us!r}")
+        for flag in ("choose_first", "acks"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+        for name, top in (("wake_us", 1e6), ("idle_poll_ms", 1e3)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:
+                raise ValueError(f"{name} must be a number from 0 to {top:g}, got {value!r}")
 
 
 #: mstar-ai 0.2.1's worker loop and teardown, as the real stack (`--runtime mstar`) runs them;
 #: a profile run with these options is what the fidelity suite holds against the stack
-MSTAR_0_2_1 = LoopPolicy(batching="backlog", drain_barrier=True, choose_first=True, wake_us=1.0)
+MSTAR_0_2_1 = LoopPolicy(batching="backlog", drain_barrier=True, choose_first=True, wake_us=1.0,
+                         idle_poll_ms=10.0, acks=True)
 
 
 class LoopBound(Protocol):

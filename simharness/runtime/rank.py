@@ -317,6 +317,7 @@ class RankRuntime:
         #: several times per request for each such change, and one flat list spares it a loop
         #: per request at every ask.
         self._scan: list[tuple[str, GraphState]] | None = None
+        self._wg_order: dict[tuple[str, str], int] | None = None
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -445,6 +446,17 @@ class RankRuntime:
         if scan is None:
             scan = self._scan = [(rid, st) for rid, req in self.requests.items() for st in req.scan]
         return scan
+
+    @property
+    def wg_order(self) -> dict[tuple[str, str], int]:
+        """(node, walk) -> where its worker graph comes in the layout (the order of mstar's
+        worker-graph queues on a worker): the scheduler's tie-break."""
+        order = self._wg_order
+        if order is None:
+            index = {wg.id: i for i, wg in enumerate(self.layout.worker_graphs)}
+            order = self._wg_order = {(node, walk): index[wg]
+                                      for (walk, node), wg in self.wg_of.items()}
+        return order
 
     def ready_work(self) -> Iterable[tuple[str, str, str, GraphState]]:
         """(node, walk, rid, state) for every ready node, requests in admission order (a list:

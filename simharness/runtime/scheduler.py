@@ -5,8 +5,10 @@ Modelled on mstar's ``MicroScheduler`` (reference/mstar_semantics.md section 4.3
 * a batch is one (node, walk) pair and *every* request for which that node is ready, except
   requests with a pending removal and those the engine gate holds;
 * among ready pairs, round-robin picks the pair scheduled least recently (never scheduled counts
-  as 0); ties go to the pair seen first, scanning requests in admission order (mstar's order is a
-  Python set's; ours is fixed so runs are deterministic);
+  as 0); ties go to the pair whose worker graph comes first in the layout, then to the one seen
+  first scanning requests in admission order (mstar scans worker-graph queues, then requests,
+  then a set of node names; ours is fixed so runs are deterministic, and the real stack orders
+  that set by insertion too);
 * ``batching="minibatch"`` (the reference, mstar at 6666c623): the scheduler imposes no cap;
   the engine runs an oversize batch as sequential minibatches of ``max_batch`` inside one
   execution (see `FakeNodes.duration`);
@@ -109,7 +111,14 @@ class MicroScheduler:
         if not ready:
             return None
         last = self.last_scheduled
-        best = min(ready, key=lambda k: last.get(k, 0)) if len(ready) > 1 else next(iter(ready))
+        if len(ready) > 1:
+            # mstar scans a rank's worker-graph queues in order, then requests, then nodes, and
+            # keeps the first least recent (micro_scheduler.py:344-386, 154-170): among pairs
+            # tied in the round-robin, the one whose worker graph comes first
+            order = runtime.wg_order
+            best = min(ready, key=lambda k: (last.get(k, 0), order[k]))
+        else:
+            best = next(iter(ready))
         if self.tie_break is not None and len(ready) > 1:
             low = last.get(best, 0)
             tied = [k for k in ready if last.get(k, 0) == low]

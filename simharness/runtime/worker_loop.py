@@ -43,7 +43,7 @@ from typing import Any
 
 from simharness import events as ev
 from simharness.rng import draw_stop
-from simharness.runtime.effects import Arrived, Choose, Effects, Finished, Received, Started
+from simharness.runtime.effects import Arrived, Choose, Effects, Finished, Poll, Received, Started
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.graph_state import REJECTED, GraphState
 from simharness.runtime.messages import (
@@ -56,6 +56,7 @@ from simharness.runtime.messages import (
     ScheduleTp,
     Send,
     StopLoops,
+    TensorReceived,
 )
 from simharness.runtime.parts import WorkerParts
 from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol, StallPosition
@@ -143,7 +144,7 @@ class WorkerLoop:
             for msg in stimulus.msgs:
                 on_message(msg, now, sends)
         elif t is Choose:
-            batch = self._choose(now)
+            batch = self._choose(now, stimulus.poll)
             sends = self._outbox()
         elif t is Started:
             self._start(stimulus.batch, now, stimulus.duration)
@@ -153,9 +154,13 @@ class WorkerLoop:
         elif t is Arrived:
             sends = []
             self._on_message(stimulus.msg, now, sends)
+        elif t is Poll:
+            if self._streams:
+                self._poll_streams(now)
+            sends = []
         else:
-            raise TypeError(f"a worker loop takes Received, Arrived, Choose, Started or Finished, "
-                            f"not {t.__name__}")
+            raise TypeError(f"a worker loop takes Received, Arrived, Choose, Poll, Started or "
+                            f"Finished, not {t.__name__}")
         events = self._events
         if events:
             events = events[:]
@@ -200,7 +205,11 @@ class WorkerLoop:
             if msg.kv is not None:
                 self.kv.learn(self.records[rid], msg.kv)
             self._ingest(rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
+            if self.policy.acks and msg.src >= 0 and msg.src != self.rank:
+                sends.append(Send(msg.src, 0, TensorReceived(rid=rid)))
             return
+        if type(msg) is TensorReceived:
+            return  # the producer frees what was read: the model holds no tensors
         if isinstance(msg, ScheduleTp):
             self.lockstep.follow.append(msg)
             return
@@ -308,8 +317,16 @@ class WorkerLoop:
 
     # -- batches ------------------------------------------------------------------------------
 
-    def _choose(self, now: float) -> Batch | None:
-        if self._streams:
+    def stream_ready(self) -> bool:
+        """A StreamBuffer of this rank holds a chunk its next poll would hand over (or one it
+        handed over and had refused): a poll finds work without any message. Pure."""
+        if not self._streams:
+            return False
+        return any(buf.waiting is not None or buf.chunk_ready()
+                   for req in self.runtime.requests.values() for buf in req.buffers.values())
+
+    def _choose(self, now: float, poll: bool = True) -> Batch | None:
+        if poll and self._streams:
             self._poll_streams(now)
         batch = self.speculation.take()
         if batch is not None:

@@ -109,26 +109,54 @@ class Lockstep:
         self.has_tp = runtime.layout.has_tp
         #: the leader's batches this follower has still to run, in order
         self.follow: deque[ScheduleTp] = deque()
+        self._is_follower: bool | None = None
+        #: the TP groups in which this rank leads an instance (mstar's configured ``_tp_rank`` 0)
+        self._leads: frozenset[int] | None = None
         self.streak = 0
         #: the lockstep batch this rank chose and has not started: it waits in the batch's
         #: collective for the other ranks of the instance until they choose it too (for reports)
         self.meeting: Batch | None = None
 
     def follows(self, rid: str) -> bool:
-        """This rank follows a leader for some worker graph of `rid` (it ignores the
-        conductor's REMOVE and waits for its leader's copy)."""
-        if not self.has_tp:
-            return False
-        req = self.loop.runtime.requests[rid]
-        return any(len(r) > 1 and r[0] != self.rank and self.rank in r
-                   for r in req.assignment.wg_ranks.values())
+        """This rank ignores the conductor's REMOVE for `rid` and waits for a leader's copy.
+        mstar decides it per worker, not per request (``is_tp_follower``, worker.py:294,
+        480-481): a rank that follows in any TP instance of its layout ignores every
+        conductor REMOVE, also for a request that did not use that instance here (another
+        replica of the group, or only a plain node on this rank), whose copy then never
+        comes."""
+        return self.is_follower
+
+    @property
+    def is_follower(self) -> bool:
+        flag = self._is_follower
+        if flag is None:
+            rank = self.rank
+            flag = self._is_follower = self.has_tp and any(
+                len(inst) > 1 and rank in inst[1:]
+                for wg in self.loop.runtime.layout.worker_graphs for inst in wg.instances)
+        return flag
 
     def followers(self, rid: str) -> list[int]:
+        """Where this rank forwards a REMOVE of `rid`: mstar's ``_remove_request``
+        (worker.py:497-514) sends it to ``_workers[1:]`` of every TP group in which this worker
+        is TP rank 0 *in its own configured instance*, the workers being the instance the
+        request uses. The leader of another replica of the group therefore forwards it too,
+        and the request's followers get a second REMOVE after the first removed the request
+        (parked for ever in ``_unprocessed_messages``)."""
         if not self.has_tp:
             return []
+        leads = self._leads
+        if leads is None:
+            rank = self.rank
+            leads = self._leads = frozenset(
+                wg.group for wg in self.loop.runtime.layout.worker_graphs
+                for inst in wg.instances if len(inst) > 1 and inst[0] == rank)
+        if not leads:
+            return []
         req = self.loop.runtime.requests[rid]
-        return sorted({x for r in req.assignment.wg_ranks.values() if len(r) > 1 and r[0] == self.rank
-                       for x in r[1:]})
+        by_id = self.loop.runtime.layout.by_id
+        return sorted({x for wg, r in req.assignment.wg_ranks.items()
+                       if len(r) > 1 and by_id[wg].group in leads for x in r[1:]})
 
     def follower_here(self, node: str, walk: str, rid: str) -> bool:
         ranks = self.loop.runtime.instance_of(rid, walk, node)

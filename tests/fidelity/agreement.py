@@ -69,3 +69,52 @@ def disagreements(model: RunReport, real: RunReport, limit: int = 8) -> list[str
         if div is not None:
             out.insert(0, f"first trace divergence at event {div['index']}: {div['summary']}")
     return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
+
+
+# -- the model against the real stack -------------------------------------------------------------
+
+#: mechanisms the real stack shows that the model has no part for, each with why it stays a
+#: gap (docs/fidelity.md): a run whose stack side shows one is counted under its label, not
+#: compared event by event
+REAL_ONLY: dict[str, str] = {
+    "freed-tensor": "mstar frees a tensor a node still needs (its reference counts); the model "
+                    "has no tensors",
+    "no-stream-buffer": "a rank routes a stream item to a StreamBuffer it never created; the "
+                        "model makes a buffer per consumer partition",
+    "skipped-partition-consumer": "a stream consumer runs on the final empty chunk for a request "
+                                  "that skips its partition; the model never starts that partition",
+}
+
+
+def model_of(scenario: Any) -> Any:
+    """The scenario under ``mstar-python`` with mstar 0.2.1's loop policy (what the stack runs)."""
+    import msgspec
+
+    from simharness.runtime.protocol import MSTAR_0_2_1
+    from simharness.scenario.model import RuntimeChoice
+
+    options = {f: getattr(MSTAR_0_2_1, f) for f in MSTAR_0_2_1.__struct_fields__}
+    return msgspec.structs.replace(scenario, runtime=RuntimeChoice("mstar-python", options))
+
+
+def real_only(real: RunReport) -> list[str]:
+    """The `REAL_ONLY` mechanisms the real stack's run shows, by label."""
+    from simharness.mstar.stack.worker import FREED_TENSOR, NO_STREAM_BUFFER
+
+    sc = real.scenario
+    kinds: dict[str, Any] = {}
+    found: set[str] = set()
+    for e in real.result.events:
+        t = type(e)
+        if t is ev.Submitted:
+            kinds[e.rid] = sc.requests.get(e.request_kind)
+        elif t is ev.Dropped and e.what == "main_loop_error":
+            if FREED_TENSOR in e.reason:
+                found.add("freed-tensor")
+            elif NO_STREAM_BUFFER in e.reason:
+                found.add("no-stream-buffer")
+        elif t is ev.Forward:
+            kind = kinds.get(e.rid)
+            if kind is not None and e.walk not in kind.walks:
+                found.add("skipped-partition-consumer")
+    return sorted(found)

@@ -187,3 +187,20 @@ def test_scenario_perturbations_are_refused_not_ignored(capsys, override, key):
     rc = main(["run", str(SCENARIOS / "bagel_cfg.yaml"), "--backend", "zmq", "--set", override])
     err = capsys.readouterr().err
     assert rc == 2 and f"bagel_cfg.yaml: {key}: the zmq backend does not" in err
+
+
+def test_the_real_stack_is_refused_on_real_processes(capsys):
+    """`--runtime mstar` restates mstar's loops over the simulated clock: the zmq backend says
+    so in one line, exit 2, before it starts a process."""
+    from simharness.mstar.stack.runtime import MstarStack
+    from tests.conftest import SCENARIOS
+
+    if not MstarStack.available():
+        pytest.skip("mstar-ai's worker and conductor do not import here")
+
+    path = str(SCENARIOS / "bagel_cfg.yaml")
+    for argv in (["run", path, "--runtime", "mstar", "--backend", "zmq"],
+                 ["confirm", path, "--runtime", "mstar"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "runs only in the simulation" in err and "Traceback" not in err

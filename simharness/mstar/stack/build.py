@@ -99,7 +99,8 @@ class Stack:
             groups = kw["parallel_groups"]
             groups.init_dist = _no_dist(groups)
             kw["device"] = torch.device("cpu")
-            self.workers[int(wid.split("_")[1])] = Worker(**kw)
+            worker = self.workers[int(wid.split("_")[1])] = Worker(**kw)
+            _without_eventfd(worker)
         #: mstar's worker graph id -> ours (mstar names them wg0, wg1, ... here; ours say the walk)
         self.wg_ours = self._match_worker_graphs()
         #: the run's replica pick, `choose_replica(n)` (given by the driver with the conductor)
@@ -265,5 +266,34 @@ def _no_dist(groups: Any) -> Any:
 
     return init_dist
 
+
+
+class _Wakeup:
+    """What a worker's ``wakeup_event`` is asked here (register futures, drain), without the
+    file descriptor of mstar's ``EventWakeup`` (communication/event.py)."""
+
+    fd = -1
+
+    def register_future(self, future: Any) -> None:
+        pass
+
+    def register_futures(self, futures: Any) -> None:
+        pass
+
+    def drain(self) -> None:
+        pass
+
+
+def _without_eventfd(worker: Any) -> None:
+    """mstar's ``EventWakeup`` opens an eventfd per worker and never closes it: one worker lives
+    for a whole process there, while a campaign here builds thousands, and ran out of file
+    descriptors. It only wakes a blocking poll, which the restated loop never makes, so the
+    worker gets `_Wakeup` instead and the eventfd is closed at once."""
+    import os
+
+    real = worker.wakeup_event
+    worker.wakeup_event = _Wakeup()
+    worker.communicator.register_event_for_poll(worker.wakeup_event)
+    os.close(real.event)
 
 __all__ = ["API_PREPROCESS", "API_SERVER", "CONDUCTOR", "Stack", "worker_id"]

@@ -38,6 +38,9 @@ class MstarStack:
     description = (f"the real mstar stack (mstar-ai {PINNED}: its Conductor, Workers, scheduler "
                    f"and graph code, on our clock and links)")
     install_hint = PIP_INSTALL
+    #: the zmq backend refuses it: mstar's blocking loops are restated over the simulation's
+    #: clock and port, not over real processes (docs/real_backends.md)
+    simulation_only = True
 
     @staticmethod
     def available() -> bool:

@@ -9,7 +9,7 @@ counters, its network and engines. With no stack active every stand-in does what
 replaces does, so other code that imports mstar in the same process sees no difference.
 
 Everything is an attribute swap on mstar's modules; no file of mstar is changed. The names and
-the lines that read them are listed in `NAMES` (mstar-ai 0.2.1) and pinned by
+the lines that read them are listed in `CLOCK_NAMES` and `UUID_NAMES` (mstar-ai 0.2.1) and pinned by
 ``tests/fidelity/test_mstar_stack_pins.py``.
 """
 

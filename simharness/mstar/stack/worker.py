@@ -49,6 +49,8 @@ from simharness.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 #: (`LoopPolicy.wake_us`): long enough for the rest of the burst to arrive on our links, short
 #: beside any forward
 WAKE_S = MSTAR_0_2_1.wake_us * 1e-6
+#: ``wait_for_work(10)`` (worker.py:3089): an idle worker looks again after 10 ms
+IDLE_POLL_S = MSTAR_0_2_1.idle_poll_ms * 1e-3
 #: what a rank does with the messages parked for a request it already removed (mstar's
 #: ``_unprocessed_messages``, never replayed): the drain check reports them
 PARKED_FOR_EVER = ("arrived after the request was removed on this rank; parked in unprocessed "
@@ -64,6 +66,10 @@ class StackWorker:
         self.rank = rank
         self.w = worker
         self.busy = False
+        #: messages taken so far, and whether the last bounded idle wait ended with none and no
+        #: batch since (the next wait is then for a message only)
+        self._arrived_count = 0
+        self._polled_in_vain = False
         self._events: list[Any] = []
         self.emit = self._events.append
         self.port: Any = None
@@ -179,10 +185,29 @@ class StackWorker:
                 # a message, it reads its socket a moment later: messages sent in one burst (the
                 # conductor's NEW_REQUEST per partition) are read together, not the first alone
                 # with the rest left until after the forward it then starts.
-                yield port.idle()
+                # wait_for_work(10) also returns after 10 ms with no message; only a poll of the
+                # StreamBuffers finds anything then (a stream item routed on this rank wakes
+                # nothing), so the wait is bounded only when one holds a chunk. A poll that
+                # found one and started nothing changes nothing until a message comes or a batch
+                # runs: mstar goes on polling every 10 ms; we wait for the message instead (or a
+                # run whose request hangs with a chunk held would never fall quiet)
+                bounded = self._stream_ready() and not self._polled_in_vain
+                seen = self._arrived_count
+                yield port.idle(IDLE_POLL_S) if bounded else port.idle()
+                self._polled_in_vain = bounded and self._arrived_count == seen
                 yield port.wait(WAKE_S)
 
+    def _stream_ready(self) -> bool:
+        """A StreamBuffer of this worker would hand a chunk (or a held edge) to the next poll."""
+        for info in self.w.worker_graphs_manager.per_request_info.values():
+            for buf in info.stream_buffers.values():
+                if buf.has_chunk_ready() or buf._waiting_graph_edges:
+                    return True
+        return False
+
     def _arrived(self, msgs: list[Any]) -> None:
+        self._arrived_count += len(msgs)
+        self._polled_in_vain = False
         for m in msgs:
             self.stack.deliver(m)
 
@@ -357,6 +382,8 @@ class StackWorker:
             self._running.pop(id(self.pending.future), None)
         self.pending = p
         self.busy = p is not None
+        if p is not None:
+            self._polled_in_vain = False
         self.w._in_flight_rids = set(p.batch.node_objects.keys()) if p else set()
 
     def _main_loop_error(self, exc: Exception, ctx: dict[str, Any]) -> None:
@@ -641,6 +668,7 @@ class StackWorker:
 
         def remove_request(request_id: str) -> Any:
             held = []
+            leftovers: list[str] = []
             ours = self.stack.wg_ours
             for wg_id, queue in wgm.queues.items():
                 io = queue.per_request_queues.get(request_id)
@@ -651,9 +679,21 @@ class StackWorker:
                                         ("next", node.ready_next_iter.ready_inputs)):
                         for e in table.values():
                             held.append((ours[wg_id], name, slot, self._signal_of(e, name)))
+                leftovers.extend(_leftovers(io, ours[wg_id]))
+            info = wgm.per_request_info.get(request_id)
+            for edge, buf in sorted((info.stream_buffers if info is not None else {}).items()):
+                left = max(0, len(buf._buffer) - buf._consumed) + len(buf._tensor_ids_in_order)
+                idle_tail = (getattr(buf.policy, "_continue_after_done", False) and buf.producer_done
+                             and not left)
+                if (left or buf._waiting_graph_edges) and not idle_tail:
+                    # the words of the model's report (`RankRuntime.leftovers`)
+                    leftovers.append(f"stream {edge!r} left {left} items "
+                                     f"{'and a refused chunk ' if buf._waiting_graph_edges else ''}"
+                                     f"in its buffer")
             out = original(request_id)
             self._removed.add(request_id)
-            self.emit(ev.Removed(self.stack.now, self.rank, request_id, tuple(held), ()))
+            self.emit(ev.Removed(self.stack.now, self.rank, request_id, tuple(held),
+                                 tuple(leftovers)))
             return out
 
         return remove_request
@@ -687,20 +727,47 @@ class StackWorker:
 # reading mstar's per-request state
 
 
+def _leftovers(io: Any, wg: str) -> list[str]:
+    """What one worker graph of a request still holds besides signals when it is removed:
+    loops not at rest and nodes still queued as ready, in the model's words."""
+    out = []
+    for name, lp in io.loops.items():
+        if lp.curr_iter != 0 or lp.is_done or lp._finish_signal:
+            state = "done" if lp.is_done else f"at counter {lp.curr_iter}"
+            out.append(f"loop {name!r} in {wg} left {state}")
+    for node in io.wg_state_registry.ready_names:
+        out.append(f"{node} in {wg} still queued as ready")
+    return out
+
+
 #: the ``Dropped`` reason's tail when a step read a tensor its rank had already freed
 FREED_TENSOR = "a tensor was freed before this rank's node read it (mstar's reference counts)"
 
 
+#: the ``Dropped`` reason's tail when a rank routed a stream item to a buffer it never made
+NO_STREAM_BUFFER = ("this rank has no StreamBuffer for the stream (mstar finds a partition's "
+                    "consumer nodes by its walks' section names, worker.py:406-418)")
+
+
 def _what_failed(exc: BaseException) -> str:
     """What an error in mstar's code means, where we know: a ``KeyError`` out of
-    ``TensorStore.get_tensor`` is a tensor read after mstar freed it."""
+    ``TensorStore.get_tensor`` is a tensor read after mstar freed it; one in ``_send_outputs``
+    or ``_process_new_inputs`` looking up ``stream_buffers`` is a stream item for a buffer the
+    rank never created."""
+    if not isinstance(exc, KeyError):
+        return ""
     tb = exc.__traceback__
     last = None
     while tb is not None:
-        last = tb.tb_frame.f_code
+        last = tb.tb_frame
         tb = tb.tb_next
-    if isinstance(exc, KeyError) and last is not None and last.co_name == "get_tensor":
+    if last is None:
+        return ""
+    if last.f_code.co_name == "get_tensor":
         return f": {FREED_TENSOR}"
+    if "stream_buffers" in last.f_locals or last.f_code.co_name in (
+            "_send_outputs", "_process_new_inputs", "_route_streaming_tensor"):
+        return f": {NO_STREAM_BUFFER}"
     return ""
 
 
