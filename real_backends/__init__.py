@@ -2,13 +2,14 @@
 
 This package is the only place in the project that imports pyzmq and torch. The command line
 imports it lazily, only for ``simharness run --backend zmq`` and ``simharness confirm``, and calls
-`require` first so that a missing dependency is one line, not a traceback.
+`require` first so that a missing dependency is one line, not a traceback. Their ``--help`` reads
+the options' defaults from `options`, which needs nothing beyond the standard library.
 
-Modules: `wire` (message frames), `control` (the driver's own messages), `transport` (sockets),
-`tensors` (payloads and the fake nodes' torch work), `process` (a rank or the conductor as an OS
-process), `teardown` (what ties a run's processes and folder to its launcher), `launcher` (the
-run: processes, workload, hang and crash detection, the merged trace),
-`confirm` (the simulation and the real run side by side).
+Modules: `options` (`RealOptions`: how a run goes), `wire` (message frames), `control` (the
+driver's own messages), `transport` (sockets), `tensors` (payloads and the fake nodes' torch
+work), `process` (a rank or the conductor as an OS process), `teardown` (what ties a run's
+processes and folder to its launcher), `launcher` (the run: processes, workload, hang and crash
+detection, the merged trace), `confirm` (the simulation and the real run side by side).
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ import zmq
 
 from real_backends import control as ctl
 from real_backends import teardown
+from real_backends.options import RealOptions
 from real_backends.transport import Endpoints, Transport, endpoint_name, process_name
 from simharness import events as ev
 from simharness import interrupts
@@ -83,62 +84,6 @@ WIND_DOWN_S = 5.0
 
 class RealBackendError(RuntimeError):
     """The real run could not be carried out (a process failed to start, a port was taken)."""
-
-
-@dataclass
-class RealOptions:
-    """How a scenario runs on the zmq backend.
-
-    ``time_scale``: wall seconds per scenario second; a batch's budget is its service time times
-    this. ``compute_share``: the part of a budget spent in torch work, the rest is slept (default
-    0.5 on CPU, where ranks share a few cores with the conductor and the launcher; 1 on CUDA).
-    ``deadline_s``: the run deadline; None derives it from the scenario (`derive_deadline`).
-    ``kill``: a fault to inject, (rank, seconds after the start): the launcher kills that rank
-    with SIGKILL, to exercise crash detection.
-    ``slow_ranks``: a fault to inject, rank -> factor (> 0) on the budget of every batch that
-    rank runs, as a slower device would (the simulation's ``slow_rank`` fault).
-    """
-
-    device: str = "cpu"
-    time_scale: float = 0.2
-    compute_share: float | None = None
-    endpoints: str = "ipc"
-    deadline_s: float | None = None
-    startup_timeout_s: float = 180.0
-    threads_per_rank: int = 1
-    kill: tuple[int, float] | None = None
-    slow_ranks: dict[int, float] = field(default_factory=dict)
-    extra_env: dict[str, str] = field(default_factory=dict)
-    #: called as progress(ready, total, elapsed_s) while the processes start (that takes from
-    #: seconds to minutes: each imports torch); once more when all are ready
-    progress: Callable[[int, int, float], None] | None = None
-
-    def check(self) -> None:
-        if self.device not in ("cpu", "cuda"):
-            raise ValueError(f"--device {self.device!r}: expected cpu or cuda")
-        if self.device == "cuda" and not _cuda_available():
-            # said here, once, rather than by every rank's process as it starts (a traceback
-            # in each log, quoted by the launcher)
-            raise ValueError("--device cuda: torch sees no CUDA device here; use --device cpu")
-        if not self.time_scale > 0:
-            raise ValueError(f"--time-scale must be > 0, got {self.time_scale}")
-        if self.compute_share is None:
-            self.compute_share = 0.5 if self.device == "cpu" else 1.0
-        if not 0 < self.compute_share <= 1:
-            raise ValueError(f"--compute-share must be in (0, 1], got {self.compute_share}")
-        for rank, factor in self.slow_ranks.items():
-            if not factor > 0:
-                raise ValueError(f"slow rank {rank}: the factor must be > 0, got {factor}")
-        if self.deadline_s is not None and not self.deadline_s > 0:
-            raise ValueError(f"--deadline must be > 0, got {self.deadline_s}")
-        Endpoints(self.endpoints, run_dir="-")
-
-
-def _cuda_available() -> bool:
-    """Whether torch sees a CUDA device in this process (torch imported only to ask)."""
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def derive_deadline(scenario: Scenario, sim_time_s: float, forwards: int, time_scale: float) -> float:

@@ -76,6 +76,8 @@ class Story:
     #: the Stalled events (hangs)
     stalls: list[ev.Stalled]
     end_t: float
+    #: the command line that made the run, when known: a page's rerun line keeps its flags
+    command: list[str] | None = None
 
     @property
     def ranks(self) -> list[int]:
@@ -97,7 +99,7 @@ def _sig_id(sig: Any) -> tuple:
     return (sig.name, sig.dest, sig.src_rank, sig.seq)
 
 
-def build_story(report: RunReport) -> Story:
+def build_story(report: RunReport, command: list[str] | None = None) -> Story:
     events = report.result.events
     fwd, lex = _replay_checks(report)
     ctx = RunContext(report.scenario, report.result.layout, report.result.outcomes)
@@ -183,7 +185,8 @@ def build_story(report: RunReport) -> Story:
         elif t is ev.Stalled:
             stalls.append(e)
     end_t = events[-1].t if events else 0.0
-    return Story(report, forwards, pass_of, extra, missing, messages, dropped, parked, stalls, end_t)
+    return Story(report, forwards, pass_of, extra, missing, messages, dropped, parked, stalls, end_t,
+                 command)
 
 
 def violation_time(v: Any, story: Story) -> float:

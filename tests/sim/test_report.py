@@ -278,7 +278,7 @@ def test_fuzz_report(tmp_path, capsys):
 
 
 def test_confirm_page_puts_sim_and_real_side_by_side(clean_run, prefix_run):
-    from simharness.report.html import confirm_page
+    from simharness.commands.confirm import page as confirm_page
     from simharness.report.summary import build_summary
 
     a, b = build_summary(clean_run), build_summary(prefix_run)

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simharness import cli
+from simharness.commands import common, runtimes
 from simharness.errors import ScenarioError
 from simharness.scenario.loader import load_scenario, parse_scenario
 from tests.conftest import SCENARIOS
@@ -197,7 +198,7 @@ def test_a_harness_crash_is_exit_3_with_the_traceback_saved(monkeypatch, capsys)
     def boom(*_a, **_k):
         raise RuntimeError("something inside simharness broke\nsecond line")
 
-    monkeypatch.setattr(cli, "_runtimes", boom)
+    monkeypatch.setattr(runtimes, "main", boom)
     assert cli.main(["runtimes"]) == cli.EXIT_INTERNAL == 3
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -235,7 +236,7 @@ def test_stdout_to_a_full_device_is_one_line_and_exit_2():
 
 def test_json_never_prints_nan(capsys):
     with pytest.raises(ValueError):
-        cli._print_json({"x": math.nan})
+        common.print_json({"x": math.nan})
 
 
 @pytest.mark.parametrize("name,overrides", [

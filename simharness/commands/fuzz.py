@@ -1,0 +1,176 @@
+"""``simharness fuzz``: a campaign of generated scenarios under one runtime, failures shrunk and
+written to the corpus.
+
+The campaign is `simharness.explore`'s; this module owns the verb's arguments, its checks of
+them, its page, and its end. Unlike the other commands, fuzz catches SIGINT and SIGTERM itself:
+what it found is a whole campaign summary, printed (and written with --report) as at any other
+end, and then it ends with the same last line as every stopped command (`common.stopped`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from simharness import interrupts
+from simharness.commands import common
+from simharness.errors import UsageError
+from simharness.wording import plural
+
+NAME = "fuzz"
+HELP = "search generated layouts, schedules and faults for failures"
+DESCRIPTION = ("A fuzz campaign: generated scenarios under one runtime; every failure is "
+               "shrunk and written to the corpus as a scenario that replays exactly.")
+EPILOG = ("Same --seed and --examples, same result. A --time campaign ends by then, "
+          "shrinking included, and prints how many examples it ran. Exit codes: 0 no new "
+          "failure, 1 new failures found (or known ones with --fail-on-known), 2 bad "
+          f"usage, {common.EXIT_CODES_COMMON} What was found before a signal is kept.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runtime", metavar="NAME", default="mstar-python",
+                   help="runtime under test (default: mstar-python)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--time", type=float, metavar="S",
+                        help="budget in seconds for the whole campaign, shrinking included "
+                             "(default 60)")
+    budget.add_argument("--examples", type=int, metavar="N", help="number of examples")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="campaign seed (default 0)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="Dask LocalCluster workers (default 1: in this process)")
+    where.add_argument("--scheduler", metavar="ADDR", help="an existing Dask scheduler address")
+    p.add_argument("--corpus", metavar="DIR", default="scenarios/corpus",
+                   help="where failing cases are written, and known ones are looked up "
+                        "(default scenarios/corpus)")
+    p.add_argument("--no-write", action="store_true", help="do not write corpus cases")
+    p.add_argument("--fail-on-known", action="store_true",
+                   help="exit 1 on failures the corpus already holds too (default: only new "
+                        "failures fail the run, so a CI job gates on regressions)")
+    p.add_argument("--no-shrink", action="store_true", help="keep failing examples as found")
+    p.add_argument("--tolerated-only", action="store_true",
+                   help="inject only faults the protocol tolerates (delays, a slow rank)")
+    p.add_argument("--chunk-size", type=int, default=50, metavar="N",
+                   help="examples per chunk, the unit of work and of determinism (default 50)")
+    p.add_argument("--json", action="store_true", help="print the campaign summary JSON on stdout")
+    common.report_argument(p, "fuzz.json and report.html", "fuzz-<runtime>-seed<N>")
+
+
+def main(args: argparse.Namespace) -> int:
+    import time
+
+    started = time.perf_counter()  # --time counts from here: imports and set-up included
+
+    from simharness.explore.campaign import (
+        CampaignConfig,
+        CampaignResult,
+        keep_hypothesis_files_out_of_cwd,
+        run_campaign,
+    )
+    from simharness.explore.report import CaseWriter, Progress, campaign_summary, known_cases, print_summary
+
+    corpus = _check(args)
+    known = known_cases(corpus, args.runtime)
+    cfg = CampaignConfig(args.runtime, seed=args.seed, examples=args.examples,
+                         time_s=args.time if args.examples is None else None,
+                         workers=args.workers, scheduler=args.scheduler,
+                         chunk_size=args.chunk_size, tolerated_only=args.tolerated_only,
+                         shrink=not args.no_shrink, known=frozenset(known))
+    common.check_report_target(args.report)
+    keep_hypothesis_files_out_of_cwd()
+    from simharness.report.progress import StatusLine
+
+    writer = CaseWriter(None if args.no_write else corpus, known)
+    progress = Progress(sys.stderr)
+    shrinking = StatusLine(sys.stderr)
+    result = CampaignResult(cfg)
+
+    def on_shrink(done: int, total: int, sig: str | None) -> None:
+        if sig is None:
+            shrinking.done()
+        else:
+            shrinking.update(f"shrinking failure {done + 1} of {total}: {sig}", force=True)
+
+    # SIGINT and SIGTERM both arrive as `interrupts.Interrupted` (installed by the command line).
+    stop: interrupts.Interrupted | None = None
+    interrupted = ""
+    try:
+        run_campaign(cfg, progress, writer, result, started, on_shrink=on_shrink)
+    except KeyboardInterrupt as exc:
+        stop = interrupts.as_interrupted(exc)
+        interrupted = stop.name
+        shrinking.done()
+        # Failures not final yet are kept as found: a case that fails is worth more than none.
+        writer.rest(result, "Not shrunk: the campaign was interrupted.")
+    progress.done(result)
+    summary = campaign_summary(result, writer, interrupted)
+    if args.report is not None:
+        console = common.rendered(lambda out: print_summary(summary, out))
+        common.emit_report(args.report, f"fuzz-{args.runtime}-seed{args.seed}", "fuzz.json", summary,
+                           page(summary, console))
+    if args.json:
+        common.print_json(summary)
+    else:
+        print_summary(summary, sys.stdout)
+    if stop is not None:
+        return common.stopped(stop)
+    failing = summary["failures"] if args.fail_on_known else summary["new"]
+    return common.EXIT_FAIL if failing else common.EXIT_PASS
+
+
+def _check(args: argparse.Namespace) -> Path:
+    """Refuse bad arguments before any work; the corpus folder."""
+    if args.examples is not None and args.examples < 1:
+        raise UsageError(f"--examples must be >= 1, got {args.examples}")
+    if args.time is not None and not (math.isfinite(args.time) and args.time > 0):
+        raise UsageError(f"--time must be a finite number of seconds > 0, got {args.time:g}")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.chunk_size < 1:
+        raise UsageError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    corpus = Path(args.corpus)
+    if corpus.exists() and not corpus.is_dir():
+        raise UsageError(f"--corpus {corpus}: exists and is not a directory (the corpus is a "
+                         f"folder of case files)")
+    if not args.no_write:
+        common.check_creatable(corpus, "--corpus")
+    common.check_runtime(args.runtime)
+    return corpus
+
+
+def page(summary: dict[str, Any], console: str) -> str:
+    """The campaign's page: its parameters and outcome, the cases found, coverage per feature."""
+    from html import escape
+
+    from simharness.explore.report import outcomes_text
+    from simharness.report import plots
+    from simharness.report.page import console as console_section
+    from simharness.report.page import img, outcome
+    from simharness.report.page import page as html_page
+
+    s = summary
+    failures = "".join(
+        f'<tr><td class="l">{escape(f["signature"])}</td><td>{f["count"]}</td><td>{f["nodes"]}</td>'
+        f'<td>{f["ranks"]}</td><td class="l">{"known" if f["known"] else "new"}</td>'
+        f'<td class="l"><code>{escape(f["case"] or "(not written)")}</code></td>'
+        f'<td class="l">{escape(f.get("message", "")[:400])}</td></tr>'
+        for f in s["failures"])
+    cases = (f'<table><tr><th class="l">signature</th><th>found</th><th>nodes</th><th>ranks</th>'
+             f'<th class="l">case</th><th class="l">file</th><th class="l">message</th></tr>{failures}'
+             f'</table><p>Replay a case: <code>simharness replay CASE.yaml</code></p>'
+             if s["failures"] else '<p class="pass">No failure found.</p>')
+    body = [f'<section id="parameters"><h2>Parameters and outcome</h2><p>Runtime '
+            f'<code>{escape(s["runtime"])}</code>, seed {s["seed"]}, {plural(s["examples"], "example")} '
+            f'({s["examples_per_s"]}/s); outcomes: {escape(outcomes_text(s["outcomes"]))}; '
+            f'{outcome("fail" if s["failures"] else "pass")}</p>'
+            f'<p>Reproduce: <code>{escape(s["reproduce"])}</code></p></section>',
+            f'<section id="cases"><h2>Cases found</h2>{cases}</section>',
+            f'<section id="coverage"><h2>Coverage ({escape(s["coverage"]["reached"])} features)</h2>'
+            f'{img(plots.coverage_chart(s["coverage"]), "coverage per feature", "coverage-chart")}</section>',
+            console_section(console)]
+    return html_page(f"simharness fuzz · {s['runtime']} · seed {s['seed']}", body)
