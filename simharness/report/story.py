@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, rid_order
+from simharness.checks.base import RunContext, RunSetup, rid_order
 from simharness.checks.forwards import ForwardsCheck
 from simharness.checks.loop_exit import LoopExitCheck
 from simharness.run import RunReport
@@ -84,7 +84,8 @@ class Story:
 
 def _replay_checks(report: RunReport) -> tuple[ForwardsCheck, LoopExitCheck]:
     # The recorder dispatches to the checks' on_<Event> handlers, as during the run.
-    fwd, lex = ForwardsCheck(), LoopExitCheck(report.scenario)
+    setup = RunSetup(report.scenario, report.result.layout)
+    fwd, lex = ForwardsCheck(setup), LoopExitCheck(setup)
     recorder = Recorder((fwd, lex), keep=False, digest=False)
     for e in report.result.events:
         recorder.emit(e)
