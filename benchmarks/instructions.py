@@ -97,18 +97,21 @@ def _child(args: list[str]) -> None:
         return
     layout, runtime, requests, what = args
     from benchmarks.bench_sim import BAGEL
+    from simharness.checks import RunSetup, build_checks
     from simharness.engine.simulation import Simulation
-    from simharness.run import build_runtime, builtin_checks
+    from simharness.run import build_runtime
     from simharness.scenario.loader import load_scenario
 
     sc = _scenario(layout, int(requests))
     small = load_scenario(BAGEL)  # the warm-up: every lazy import and first-use cache
-    Simulation(small, build_runtime(small, runtime), observers=builtin_checks(small),
+    setup = RunSetup.of(small)  # one layout for the run and its checks, as `simulate` does
+    Simulation(small, build_runtime(small, runtime), observers=build_checks(setup), layout=setup.layout,
                keep_trace=False).run()
     if what == "none":
         return
-    Simulation(sc, build_runtime(sc, runtime), observers=builtin_checks(sc), keep_trace=False,
-               digest=what == "digest").run()
+    setup = RunSetup.of(sc)
+    Simulation(sc, build_runtime(sc, runtime), observers=build_checks(setup), layout=setup.layout,
+               keep_trace=False, digest=what == "digest").run()
 
 
 def main(argv: list[str] | None = None) -> int:

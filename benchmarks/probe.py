@@ -83,14 +83,16 @@ def measure_parts(scenario, runtime: str | None = None, checks: bool = True,
     model and the engine cost alone, and what the checks and the digest add on top. No observer
     counts the forwards in the timed run (that would cost as much as a small check): they are
     the same in every run of the scenario, and counted once in a run of their own."""
+    from simharness.checks import RunSetup, build_checks
     from simharness.engine.simulation import Simulation
-    from simharness.run import build_runtime, builtin_checks
+    from simharness.run import build_runtime
 
     forwards = _forwards_of(scenario, runtime)
-    observers = builtin_checks(scenario) if checks else ()
+    setup = RunSetup.of(scenario)  # one layout for the run and its checks, as `simulate` does
+    observers = build_checks(setup) if checks else ()
     t, c = time.perf_counter(), time.process_time()
     sim = Simulation(scenario, build_runtime(scenario, runtime), observers=observers,
-                     keep_trace=False, digest=digest)
+                     layout=setup.layout, keep_trace=False, digest=digest)
     sim.run()
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     return {"wall_s": wall, "cpu_s": cpu, "forwards": forwards}

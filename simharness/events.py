@@ -12,6 +12,8 @@ sequence number) for people.
 
 from __future__ import annotations
 
+from typing import get_args
+
 import msgspec
 
 from simharness.signals import Signal
@@ -283,3 +285,6 @@ Event = (
     | LoopStopped | Overshoot | ChunkPopped | PartitionDone | ProducerDoneSent | KvPulled | KvUsed
     | RunEnded
 )
+
+#: every event type, as `Event` lists them: what an observer may have an ``on_<Name>`` hook for
+EVENT_TYPES: tuple[type, ...] = get_args(Event)

@@ -11,15 +11,23 @@ same checks and the same runaway guard, and `RunReport` is what both hand back.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from simharness import interrupts
-from simharness.checks import RunContext, Violation, builtin_checks, finish_checks
-from simharness.checks.forwards import ForwardsCheck
+from simharness.checks import (
+    BUILTIN_CHECKS,
+    Check,
+    RunContext,
+    RunSetup,
+    Violation,
+    build_checks,
+    finish_checks,
+)
+from simharness.checks.determinism import DeterminismCheck
 from simharness.drive.result import RunResult
 from simharness.drive.runaway import RunawayGuard
 from simharness.engine.simulation import Simulation
@@ -27,7 +35,6 @@ from simharness.errors import ScenarioError, UsageError
 from simharness.placement.layout import Layout
 from simharness.runtime import registry
 from simharness.scenario.model import Scenario
-from simharness.trace import canonical, event_bytes
 
 
 @dataclass
@@ -72,23 +79,26 @@ def build_runtime(scenario: Scenario, name: str | None = None) -> Any:
 
 
 class RunChecks:
-    """What watches one run, on either driver: every built-in check, the runaway guard the
-    driver reads after each step (run policy, not a check: `simharness.drive.runaway`), and any
-    extra observers. `observers` is what the driver's recorder dispatches to; `judge` is the
-    verdict once the run has ended."""
+    """What watches one run, on either driver: every check of `checks` (the built-in ones by
+    default), the runaway guard the driver reads after each step (run policy, not a check:
+    `simharness.drive.runaway`), and any extra observers. `observers` is what the driver's
+    recorder dispatches to; `judge` is the verdict once the run has ended."""
 
-    def __init__(self, scenario: Scenario, layout: Layout, extra: Iterable[Any] = ()) -> None:
+    def __init__(self, scenario: Scenario, layout: Layout, extra: Iterable[Any] = (),
+                 checks: Sequence[type[Check]] = BUILTIN_CHECKS) -> None:
         self.scenario = scenario
         self.layout = layout
-        self.checks = builtin_checks(scenario, layout)
+        #: what every check is built from: the scenario, the layout and the logs they share
+        self.setup = RunSetup(scenario, layout)
+        self.checks = build_checks(self.setup, checks)
         self.guard = RunawayGuard(scenario)
         self.observers: list[Any] = [self.guard, *self.checks, *extra]
 
     @property
     def forward_log(self) -> Any:
-        """Every forward per request (`checks.forwards.ForwardLog`): what the summary and the
-        console show, kept or not kept trace alike."""
-        return next((c.log for c in self.checks if isinstance(c, ForwardsCheck)), None)
+        """Every forward per request (`checks.forward_log.ForwardLog`): what the summary and
+        the console show, kept or not kept trace alike."""
+        return self.setup.forwards
 
     def judge(self, outcomes: Mapping[str, str]) -> list[Violation]:
         """The checks' verdict once they have seen every event of the run."""
@@ -98,9 +108,10 @@ class RunChecks:
 
 def simulate(
     scenario: Scenario, runtime_name: str | None = None, *, keep_trace: bool = True,
-    observers: Iterable[Any] = (), digest: bool = True,
+    observers: Iterable[Any] = (), digest: bool = True, checks: Sequence[type[Check]] = BUILTIN_CHECKS,
 ) -> tuple[RunResult, list[Violation]]:
-    """Run once with every built-in check (and `observers`, which see the same events).
+    """Run once with every check of `checks` (the built-in ones by default; a caller may add
+    its own `Check` classes) and `observers`, which see the same events but are not judged.
 
     `keep_trace`: keep every event in memory (``result.events``) for a trace file, a report or
     a diff of two runs. Without it memory stays flat in finished requests and the digest is
@@ -108,7 +119,7 @@ def simulate(
     """
     runtime = build_runtime(scenario, runtime_name)
     layout = Layout.build(scenario)  # one for the run and its checks
-    watch = RunChecks(scenario, layout, observers)
+    watch = RunChecks(scenario, layout, observers, checks)
     sim = Simulation(scenario, runtime, observers=watch.observers, layout=layout,
                      keep_trace=keep_trace, guard=watch.guard, digest=digest)
     try:
@@ -147,27 +158,6 @@ def run_scenario(
             if not keep_trace:  # neither run kept its events: two more that do, to find where
                 a = simulate(scenario, runtime_name)[0].events
                 b = simulate(scenario, runtime_name)[0].events
-            first_diff = _first_difference(a, b)
-            violations.append(Violation(
-                "determinism",
-                f"the same scenario and seed gave two trace digests ({digest[:19]}... and "
-                f"{second[:19]}...); first difference at event {first_diff}: "
-                f"{_shown(a, first_diff)} vs {_shown(b, first_diff)}",
-                details={"first_difference": first_diff}))
+            violations.append(DeterminismCheck.differ(digest, second, a, b))
     return report
 
-
-def _shown(events: list[Any], i: int) -> str:
-    """Event `i` as one line of text, shortened, or that the run had ended by then."""
-    if i >= len(events):
-        return "(no event: the run had ended)"
-    text = canonical(events[i])
-    return text if len(text) <= 200 else text[:199] + "…"
-
-
-def _first_difference(a: list[Any], b: list[Any]) -> int:
-    # Compare what the digest hashes: events hold signals, which compare by identity.
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if event_bytes(x) != event_bytes(y):
-            return i
-    return min(len(a), len(b))

@@ -126,7 +126,7 @@ def run_cell(cell: Cell) -> CellResult:
                           f"error: {type(exc).__name__}: {exc}", wall_s=time.perf_counter() - t0)
     verdict = PASS
     if report.violations:
-        check, key = signature(report.violations, report.scenario)
+        check, key = signature(report.violations)
         verdict = f"fail:{check}:{key}"
     return CellResult(sc.name, cell.scenario, report.runtime, seed, verdict, report.trace_digest,
                       request_counts(report), dict(Counter(v.check for v in report.violations)),

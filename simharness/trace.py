@@ -1,9 +1,11 @@
 """The event recorder: feeds observers, digests the trace, and keeps it when asked to.
 
 Observers subscribe per event type (``on_<EventName>`` methods, e.g. ``on_Forward``); the
-recorder resolves them once, so an event costs one call per interested observer. The digest is a
-sha256 over a binary encoding of every event: same scenario, seed and runtime give the same
-digest, and any difference in what ran, when, or where changes it.
+recorder resolves them once, so an event costs one call per interested observer. A hook that is
+None or `no_op_hook` (the default of every `checks.Check` hook) is not subscribed: an observer
+pays only for the events it looks at. The digest is a sha256 over a binary encoding of every
+event: same scenario, seed and runtime give the same digest, and any difference in what ran,
+when, or where changes it.
 
 **Digest scheme v2** (``v2-sha256:<hex>``): each event is its type name and its fields, encoded
 as one msgpack array by msgspec, in C: ``[name, [field values...]]``; a signal inside is the
@@ -28,7 +30,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import msgspec
 
@@ -36,8 +38,8 @@ from simharness import events as ev
 from simharness import fileio
 from simharness.signals import Signal
 
-#: every event type, as `events.Event` lists them
-EVENT_TYPES: tuple[type, ...] = get_args(ev.Event)
+#: every event type (`events.EVENT_TYPES`)
+EVENT_TYPES = ev.EVENT_TYPES
 
 
 #: events hashed per update when digesting as events happen (one update per block, not two
@@ -55,6 +57,11 @@ _NAMES: dict[type, str] = {t: t.__name__ for t in EVENT_TYPES}
 # No enc_hook: everything inside an event is msgpack data or a msgspec Struct (signals), so an
 # object of any other type is refused (TypeError) rather than encoded by a guess.
 _ENCODER = msgspec.msgpack.Encoder()
+
+
+def no_op_hook(self: Any, event: Any) -> None:
+    """A hook that does nothing, which the recorder never subscribes: the default of an
+    ``on_<Event>`` an observer class declares only to say it may be overridden."""
 
 
 class Recorder:
@@ -77,7 +84,8 @@ class Recorder:
     def subscribe(self, observer: Any) -> None:
         for t in EVENT_TYPES:
             fn = getattr(observer, f"on_{t.__name__}", None)
-            if fn is not None:
+            # a hook the observer did not override (or set to None) costs no call per event
+            if fn is not None and getattr(fn, "__func__", None) is not no_op_hook:
                 self._handlers[t].append(fn)
 
     def emit(self, event: Any) -> None:

@@ -1,13 +1,18 @@
 """Checks: observers of the trace, one module per invariant, each returning `Violation`s.
 
-Built in and always on: ``forwards``, ``loop_exit``, ``drain``, ``liveness``, ``tp_agreement``,
-``streams``, ``worker_graphs``, ``kv_handoff``, ``expect``. ``determinism`` runs on request (the
-runner runs the scenario twice and compares digests).
+Built in and always on (`BUILTIN_CHECKS`, in the order a report lists them): ``forwards``,
+``loop_exit``, ``drain``, ``liveness``, ``tp_agreement``, ``streams``, ``worker_graphs``,
+``kv_handoff``, ``expect``. ``determinism`` runs on request (the runner runs the scenario twice
+and compares digests). A new check is one module with a `Check` subclass (see `checks.base`),
+added to `BUILTIN_CHECKS` to run in every run.
 """
 
 from __future__ import annotations
 
-from simharness.checks.base import Check, RunContext, Violation
+from collections.abc import Iterable
+
+from simharness.checks.base import UNRANKED, Check, RunContext, RunSetup, Violation
+from simharness.checks.determinism import DeterminismCheck
 from simharness.checks.drain import DrainCheck
 from simharness.checks.expect import ExpectCheck
 from simharness.checks.forwards import ForwardsCheck
@@ -17,21 +22,20 @@ from simharness.checks.loop_exit import LoopExitCheck
 from simharness.checks.streams import StreamsCheck
 from simharness.checks.tp_agreement import TpAgreementCheck
 from simharness.checks.worker_graphs import WorkerGraphsCheck
-from simharness.placement.layout import Layout
-from simharness.scenario.model import Scenario
 
-CHECK_NAMES = ("forwards", "loop_exit", "drain", "liveness", "tp_agreement", "streams",
-               "worker_graphs", "kv_handoff", "expect", "determinism")
+#: every check a run builds, in the order a report lists their violations (the forwards check
+#: first: it keeps the forward log the expect check reads)
+BUILTIN_CHECKS: tuple[type[Check], ...] = (
+    ForwardsCheck, LoopExitCheck, DrainCheck, LivenessCheck, TpAgreementCheck, StreamsCheck,
+    WorkerGraphsCheck, KvHandoffCheck, ExpectCheck)
+#: every check that reports: the built-in ones, then ``determinism`` (run on request)
+KNOWN_CHECKS: tuple[type[Check], ...] = (*BUILTIN_CHECKS, DeterminismCheck)
+CHECK_NAMES = tuple(c.name for c in KNOWN_CHECKS)
 
 
-def builtin_checks(scenario: Scenario, layout: Layout | None = None) -> list[Check]:
-    """Every built-in check of a run of `scenario`. `layout`: the run's own, so that the checks
-    that route what they see by worker graph (tp_agreement, streams) do not build another."""
-    forwards = ForwardsCheck()
-    # expect reads its counts from the forwards check's log rather than counting them again
-    return [forwards, LoopExitCheck(scenario), DrainCheck(), LivenessCheck(scenario),
-            TpAgreementCheck(scenario, layout), StreamsCheck(scenario, layout), WorkerGraphsCheck(),
-            KvHandoffCheck(), ExpectCheck(scenario, forwards.log)]
+def build_checks(setup: RunSetup, classes: Iterable[type[Check]] = BUILTIN_CHECKS) -> list[Check]:
+    """One check of each class in `classes`, for the run `setup` describes."""
+    return [cls(setup) for cls in classes]
 
 
 def finish_checks(checks: list[Check], ctx: RunContext) -> list[Violation]:
@@ -43,4 +47,5 @@ def finish_checks(checks: list[Check], ctx: RunContext) -> list[Violation]:
     return violations
 
 
-__all__ = ["CHECK_NAMES", "Check", "RunContext", "Violation", "builtin_checks", "finish_checks"]
+__all__ = ["BUILTIN_CHECKS", "CHECK_NAMES", "KNOWN_CHECKS", "UNRANKED", "Check", "RunContext",
+           "RunSetup", "Violation", "build_checks", "finish_checks"]

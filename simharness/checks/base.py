@@ -1,22 +1,32 @@
-"""What every check shares: the `Violation` record, the run context, and small text helpers.
+"""What every check shares: the `Check` base, the `Violation` record, what a check is built from
+(`RunSetup`) and judges with (`RunContext`), and small text helpers.
 
-A check is an observer (Trio's ``Instrument`` shape): it may define ``on_<Event>`` methods that
-the recorder calls as events happen, and it must define ``finish(ctx)`` returning its
-violations. Checks never change what runs. Each has a stable ``name`` used in
-``violations[].check``. A check that judges each request on its own can judge it once it is
-over (`RequestsOver`) and keep only the verdict.
+A check is an observer (Trio's ``Instrument`` shape): a subclass of `Check` overrides the
+``on_<Event>`` hooks it needs (every event type of `simharness.events` has one, a no-op the
+recorder never calls) and ``finish(ctx)``, which returns its violations. Checks never change
+what runs. Each is built from the run's `RunSetup` alone, and says on its class who it is:
+``name`` (``violations[].check``), ``priority`` (its rank as a root cause, which the fuzzer's
+signature reads) and ``kinds`` (what its violations are named by, the most telling first). Each
+violation carries its ``kind``, set where it is made, and when it happened (``t``), so nothing
+downstream reads a message's wording. A check that judges each request on its own can judge it
+once it is over (`RequestsOver`) and keep only the verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 from simharness import events as ev
+from simharness.checks.forward_log import ForwardLog
 from simharness.placement.layout import Layout
 from simharness.ridmap import rid_number
 from simharness.scenario.model import Scenario
+from simharness.trace import no_op_hook
+
+#: the priority of a check no class declares (the zmq backend's ``crash``): after every other
+UNRANKED = 1000
 
 
 @dataclass
@@ -28,9 +38,15 @@ class Violation:
     rank: int | None = None
     request: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: what went wrong, one of the check's `Check.kinds`, set where the violation is made: the
+    #: fuzzer names a failure by it (``check:kind``), never by the message's wording
+    kind: str = field(default="other", kw_only=True)
+    #: when it happened, in the run's time (simulated seconds), for a report's timeline; None
+    #: where the check cannot say (the report then places it by its request)
+    t: float | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"check": self.check}
+        out: dict[str, Any] = {"check": self.check, "kind": self.kind}
         for key in ("walk", "node", "rank", "request"):
             value = getattr(self, key)
             if value is not None:
@@ -48,8 +64,26 @@ def renamed(found: Iterable[Violation], rid: str) -> list[Violation]:
     """`found`, violations of one request, as they read for request `rid` instead: for a check
     that judges a request which ran exactly as an earlier one once (its messages do not name
     the request). Each is a new record with a copy of its details."""
-    return [Violation(v.check, v.message, v.walk, v.node, v.rank, rid, dict(v.details))
+    return [Violation(v.check, v.message, v.walk, v.node, v.rank, rid, dict(v.details), kind=v.kind,
+                      t=v.t)
             for v in found]
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What every check is built from: the run's scenario and layout, and the logs checks share
+    (kept once, by the check that owns each, and read by the others)."""
+
+    scenario: Scenario
+    layout: Layout
+    #: every forward per request: kept by the forwards check, read by the expect check (which
+    #: therefore runs with it) and by the summary
+    forwards: ForwardLog = field(default_factory=ForwardLog)
+
+    @classmethod
+    def of(cls, scenario: Scenario, layout: Layout | None = None) -> RunSetup:
+        """A fresh setup for a run of `scenario`; `layout` its own, else built here."""
+        return cls(scenario, layout if layout is not None else Layout.build(scenario))
 
 
 @dataclass
@@ -113,10 +147,42 @@ class RequestsOver:
         return outcome
 
 
-class Check(Protocol):
-    name: str
+class Check:
+    """Base of every check: an observer of one run's events that returns `Violation`s at the end.
 
-    def finish(self, ctx: RunContext) -> list[Violation]: ...
+    A subclass sets `name`, `priority` and `kinds`, overrides the ``on_<Event>`` hooks it needs
+    and `finish`, and is built with the run's `RunSetup` (``super().__init__(setup)`` keeps it as
+    ``self.setup``). The hooks it does not override are no-ops the recorder never calls, so they
+    cost nothing per event; a check that finds at build time that it has nothing to watch may
+    set a hook to None on the instance. Adding a check to a run: `simharness.checks.BUILTIN_CHECKS`
+    for every run, or ``checks=`` of `simharness.run.simulate` for one.
+    """
+
+    #: the check's name: ``violations[].check``, and the first half of a fuzz signature
+    name: ClassVar[str] = ""
+    #: its rank as a root cause: of the checks that report, the fuzzer names the failure by the
+    #: one of the lowest priority (``loop_exit``, 10, before the ``forwards`` and ``drain``
+    #: symptoms a stray loop-back causes). Gaps of 10 leave room for a check in between.
+    priority: ClassVar[int] = UNRANKED
+    #: the kinds its violations are named by, the most telling first: a run's signature names
+    #: the first of them among the check's violations (``loop_exit:peer`` over ``:local``)
+    kinds: ClassVar[tuple[str, ...]] = ("other",)
+
+    def __init__(self, setup: RunSetup) -> None:
+        #: the run's scenario, layout and shared logs
+        self.setup = setup
+
+    def finish(self, ctx: RunContext) -> list[Violation]:
+        """The check's violations once every event of the run was seen."""
+        return []
+
+
+# One no-op hook per event type, declared here once: a subclass that overrides ``on_Forward``
+# overrides a hook the recorder knows, and the guard-rail test holds every override to a name
+# in `events.EVENT_TYPES`.
+for _t in ev.EVENT_TYPES:
+    setattr(Check, f"on_{_t.__name__}", no_op_hook)
+del _t
 
 
 def counters_text(counters: Iterable[int | None]) -> str:

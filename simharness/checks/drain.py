@@ -11,6 +11,9 @@ Reported as violations:
   requests left at the conductor, or a rank still busy.
 
 Requests that hung or timed out are left to `liveness`: what they held is part of that report.
+
+Kinds, the most telling first: ``held-at-teardown``, ``dropped``, ``parked`` (messages parked for
+removed requests at the end), ``state-left``, ``conductor-left``, ``busy``.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ from __future__ import annotations
 from collections import defaultdict
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, and_join, rid_order
+from simharness.checks.base import Check, RunContext, RunSetup, Violation, and_join, rid_order
 from simharness.wording import plural
 
 
-class DrainCheck:
+class DrainCheck(Check):
     name = "drain"
+    priority = 70
+    kinds = ("held-at-teardown", "dropped", "parked", "state-left", "conductor-left", "busy")
 
-    def __init__(self) -> None:
+    def __init__(self, setup: RunSetup) -> None:
+        super().__init__(setup)
         self.removed: list[ev.Removed] = []
         self.dropped: list[ev.Dropped] = []
         self.final: ev.RunEnded | None = None
@@ -62,24 +68,30 @@ class DrainCheck:
                                    "from": f"{s.src}@{s.src_rank}", "counter": s.counter}
                                   for wg, n, slot, s in e.held],
                          "leftovers": list(e.leftovers)},
+                kind="held-at-teardown", t=e.t,
             ))
         groups: dict[tuple[str, int, str], list[ev.SignalRef]] = defaultdict(list)
         counts: dict[tuple[str, int, str], int] = defaultdict(int)
+        #: when each group's first drop happened
+        first: dict[tuple[str, int, str], float] = {}
         for e in self.dropped:
             groups[(e.rid, e.rank, e.reason)].extend(e.signals)
             counts[(e.rid, e.rank, e.reason)] += 1
+            first.setdefault((e.rid, e.rank, e.reason), e.t)
         for (rid, rank, reason), sigs in sorted(groups.items(),
                                                 key=lambda kv: (rid_order(kv[0][0]), kv[0][1])):
             what = (and_join([s.describe() for s in sigs]) if sigs
                     else plural(counts[(rid, rank, reason)], "message"))
             out.append(Violation(self.name, f"rank {rank} dropped {what}: {reason}",
                                  rank=rank, request=rid,
-                                 details={"signals": [s.name for s in sigs]}))
+                                 details={"signals": [s.name for s in sigs]}, kind="dropped",
+                                 t=first[(rid, rank, reason)]))
         if self.final is not None:
             f = self.final
             for rank, rids in f.requests_left:
                 out.append(Violation(self.name, f"rank {rank} still holds state for "
-                                                f"{and_join(list(rids))} at the end of the run", rank=rank))
+                                                f"{and_join(list(rids))} at the end of the run", rank=rank,
+                                     kind="state-left", t=f.t))
             for rank, items in f.unprocessed:
                 kinds = defaultdict(int)
                 for rid, kind in items:
@@ -87,12 +99,14 @@ class DrainCheck:
                 text = and_join([f"{plural(n, f'{k} message')} for {r}" for (r, k), n in kinds.items()])
                 out.append(Violation(self.name, f"rank {rank} ends with messages parked for removed "
                                                 f"requests (never processed, never freed): {text}",
-                                     rank=rank))
+                                     rank=rank, kind="parked", t=f.t))
             if f.conductor_requests or f.conductor_waiting:
                 left = list(f.conductor_requests + f.conductor_waiting)
                 out.append(Violation(self.name, f"the conductor ends with "
                                                 f"{'request' if len(left) == 1 else 'requests'} "
-                                                f"{and_join(left)} still open"))
+                                                f"{and_join(left)} still open",
+                                     kind="conductor-left", t=f.t))
             for rank in f.busy_ranks:
-                out.append(Violation(self.name, f"rank {rank} is still busy at the end", rank=rank))
+                out.append(Violation(self.name, f"rank {rank} is still busy at the end", rank=rank,
+                                     kind="busy", t=f.t))
         return out

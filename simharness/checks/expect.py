@@ -4,67 +4,44 @@
 that walk ran the node `n` times in that walk (all passes together) on each rank that hosts it.
 ``per_request_kind: {kind: {walk: {node: n}}}``: the same, for the requests of one kind.
 
-Given the forwards check's `ForwardLog` (as `builtin_checks` does), the check reads each
-request's counts from it and observes no forward itself: the log already holds every forward
-per (walk, node, rank). On its own it counts them: a finished request's counts are frozen into
-an interned tuple (requests that ran alike share it, and each holds one slot of a `RidMap`), so
-what the check keeps does not grow with the requests a run has finished by more than a few
-bytes each.
+The check reads each request's counts from the run's forward log (`RunSetup.forwards`, which the
+forwards check keeps: expect runs with it) and observes no forward itself. A violation's kind is
+``count``; it carries no time (the log keeps none), and a report places it at its node's forwards.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, renamed, rid_order
-from simharness.checks.forwards import ForwardLog
+from simharness.checks.base import Check, RunContext, RunSetup, Violation, renamed, rid_order
 from simharness.ridmap import RidMap, names_in_order
-from simharness.scenario.model import Scenario
 from simharness.wording import plural
 
 
-class ExpectCheck:
+class ExpectCheck(Check):
     name = "expect"
+    priority = 90
+    kinds = ("count",)
 
-    def __init__(self, scenario: Scenario | None = None, log: ForwardLog | None = None) -> None:
-        #: the run's forwards per request, kept by the forwards check (None: counted here)
-        self._log = log
-        if log is not None or (scenario is not None and not (scenario.expect.forwards_per_request
-                                                             or scenario.expect.per_request_kind)):
-            # Counted by the log, or nothing expected: nothing to count here.
-            self.on_Forward = self.on_RequestEnded = None  # type: ignore[assignment]
-        #: rid -> (walk, node, rank) -> forwards, while the request runs
-        self._live: dict[str, Counter[tuple[str, str, int]]] = {}
-        #: rid -> the frozen items of its counts, once it ended
-        self._frozen: RidMap[tuple[Any, ...]] = RidMap()
+    def __init__(self, setup: RunSetup) -> None:
+        super().__init__(setup)
+        #: the run's forwards per request, kept by the forwards check
+        self._log = setup.forwards
         #: rid -> (request kind, walks, placement)
         self.admitted: RidMap[tuple[str, tuple[str, ...], Any]] = RidMap()
         self._interned: dict[Any, Any] = {}
+        expect = setup.scenario.expect
+        if not (expect.forwards_per_request or expect.per_request_kind):
+            self.on_Admitted = None  # type: ignore[assignment]  # nothing expected: nothing to watch
 
     def on_Admitted(self, e: ev.Admitted) -> None:
         facts = (e.request_kind, e.walks, e.placement)
         self.admitted[e.rid] = self._interned.setdefault(facts, facts)
 
-    def on_Forward(self, e: ev.Forward) -> None:
-        have = self._live.get(e.rid)
-        if have is None:  # the request's first forward, or a late one (it reopens)
-            have = self._live[e.rid] = Counter(dict(self._frozen.pop(e.rid, ())))
-        have[(e.walk, e.node, e.rank)] += 1
-
-    def on_RequestEnded(self, e: ev.RequestEnded) -> None:
-        have = self._live.pop(e.rid, None)
-        if have is not None:
-            frozen = tuple(sorted(have.items()))
-            self._frozen[e.rid] = self._interned.setdefault(frozen, frozen)
-
     def counts_of(self, rid: str) -> dict[tuple[str, str, int], int]:
         """One request's forwards per (walk, node, rank)."""
-        if self._log is not None:
-            return {place: len(runs) for place, runs in self._log.of(rid).items()}
-        live = self._live.get(rid)
-        return dict(live) if live is not None else dict(self._frozen.get(rid, ()))
+        return {place: len(runs) for place, runs in self._log.of(rid).items()}
 
     def finish(self, ctx: RunContext) -> list[Violation]:
         out: list[Violation] = []
@@ -78,7 +55,7 @@ class ExpectCheck:
             if ctx.outcomes.get(rid) != "completed":
                 continue
             facts = self.admitted[rid]
-            frozen = self._log.frozen(rid) if self._log is not None else self._frozen.get(rid)
+            frozen = self._log.frozen(rid)
             alike = None if frozen is None else (id(facts), id(frozen))
             found = judged.get(alike) if alike is not None else None
             if found is not None:
@@ -107,7 +84,7 @@ class ExpectCheck:
                                 f"expected {plural(n, 'forward')} of {node} in {walk} per request "
                                 f"({key}), got {got} on rank {rank}",
                                 walk=walk, node=node, rank=rank, request=rid,
-                                details={"count": got, "expected": n}))
+                                details={"count": got, "expected": n}, kind="count"))
             if alike is not None:
                 judged[alike] = out[first:]
         return out

@@ -12,7 +12,16 @@ completion: it is allowed once per dynamic stop and counted apart.
 
 What the check keeps stays flat in finished requests: a request's forwards (`ForwardLog`) and
 its walks are frozen into shared, interned tuples when it ends (requests that ran alike share one
-copy), and thawed again only if a late event for it arrives. The run summary reads the same log.
+copy), and thawed again only if a late event for it arrives. The log is the run's shared one
+(`RunSetup.forwards`): the expect check and the run summary read it too.
+
+A violation's kind is the most telling of what its passes show, in this order:
+``extra-after-loop`` (a pass after the loop ended), ``extra`` (a forward beyond the count of a
+node in no loop), ``unexpected`` (forwards where none were expected), ``missing`` (the node
+stopped short), ``counters`` (anything else: counters out of sequence, a repeated walk's total,
+too many discarded speculative forwards). A violation carries no time: the check keeps none
+(a finished request's forwards are shared with the requests that ran alike), and a report
+places it at its node's forwards.
 
 Passes the request never completed (it hung, or timed out) are left to `liveness`. Forwards are
 attributed to the pass the rank believed current, so a stray pass after a loop ended counts
@@ -27,82 +36,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, counters_text, renamed, rid_order
+from simharness.checks.base import Check, RunContext, RunSetup, Violation, counters_text, renamed, rid_order
+from simharness.checks.forward_log import ForwardLog, Key
 from simharness.ridmap import RidMap, names_in_order
 from simharness.rng import draw_stop
 from simharness.wording import plural
 
-Key = tuple[str, str, int, str]  # walk, node, rank, rid
-Place = tuple[str, str, int]  # walk, node, rank
-#: a request's forwards: place -> (pass, counter) of each forward, in the order they ran
-Log = dict[Place, list[tuple[int, int | None]]]
-
-
-class ForwardLog:
-    """Every forward of a run, per request, flat in finished requests.
-
-    While a request runs its forwards are appended to lists; when it ends (`close`) they become
-    one tuple, interned: the thousands of requests of a soak that ran alike share one copy, so
-    what a finished request costs is one slot of a `RidMap`. A forward for a closed request (a
-    stray after the end) reopens it.
-    """
-
-    def __init__(self) -> None:
-        self._open: dict[str, Log] = {}
-        self._closed: RidMap[tuple[tuple[Place, tuple[tuple[int, int | None], ...]], ...]] = RidMap()
-        self._interned: dict[Any, Any] = {}
-
-    def add(self, e: ev.Forward) -> None:
-        log = self._open.get(e.rid)
-        if log is None:
-            log = self._reopen(e.rid)
-        place = (e.walk, e.node, e.rank)
-        runs = log.get(place)
-        if runs is None:
-            runs = log[place] = []
-        runs.append((e.pass_no, e.counter))
-
-    def close(self, rid: str) -> None:
-        log = self._open.pop(rid, None)
-        if log is not None:
-            frozen = tuple(sorted((place, tuple(runs)) for place, runs in log.items()))
-            self._closed[rid] = self._interned.setdefault(frozen, frozen)
-
-    def _reopen(self, rid: str) -> Log:
-        frozen = self._closed.pop(rid, ())
-        log = self._open[rid] = {place: list(runs) for place, runs in frozen}
-        return log
-
-    def frozen(self, rid: str) -> tuple[tuple[Place, tuple[tuple[int, int | None], ...]], ...] | None:
-        """A request's forwards as the interned tuple that requests which ran alike share (None
-        if it ran none), closing its log first if it is open: for judging once the run is over
-        (a request's stray forwards after its end reopen its log)."""
-        self.close(rid)
-        return self._closed.get(rid)
-
-    def tables(self) -> tuple[RidMap[Any], dict[str, Log]]:
-        """The finished requests' table and the open ones' (for `names_in_order`)."""
-        return self._closed, self._open
-
-    def rids(self) -> list[str]:
-        return [*self._closed, *self._open]
-
-    def of(self, rid: str) -> Log | dict[Place, tuple[tuple[int, int | None], ...]]:
-        """One request's forwards (read only)."""
-        log = self._open.get(rid)
-        return log if log is not None else dict(self._closed.get(rid, ()))
-
-    def counts(self) -> Iterator[tuple[Key, int]]:
-        """(walk, node, rank, rid) -> number of forwards, for every place."""
-        for rid in self.rids():
-            for (walk, node, rank), runs in self.of(rid).items():
-                yield (walk, node, rank, rid), len(runs)
-
-    def counters(self) -> Iterator[tuple[Key, list[int | None]]]:
-        """(walk, node, rank, rid) -> loop counters in the order they ran, for every place."""
-        for rid in self.rids():
-            for (walk, node, rank), runs in self.of(rid).items():
-                yield (walk, node, rank, rid), [c for _, c in runs]
+__all__ = ["ForwardLog", "ForwardsCheck", "Key"]
 
 
 def intern(table: dict[Any, Any], value: Any) -> Any:
@@ -110,12 +50,15 @@ def intern(table: dict[Any, Any], value: Any) -> Any:
     return table.setdefault(value, value)
 
 
-class ForwardsCheck:
+class ForwardsCheck(Check):
     name = "forwards"
+    priority = 20
+    kinds = ("extra-after-loop", "extra", "unexpected", "missing", "counters")
 
-    def __init__(self) -> None:
-        #: every forward, per request
-        self.log = ForwardLog()
+    def __init__(self, setup: RunSetup) -> None:
+        super().__init__(setup)
+        #: every forward, per request: the run's shared log, which this check keeps
+        self.log = setup.forwards
         # Per request, a slot each (`RidMap`): what a finished request leaves is interned.
         #: rid -> (request kind, placement) of its admission
         self.admitted: RidMap[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]] = RidMap()
@@ -280,6 +223,7 @@ class ForwardsCheck:
             exp = expected.get(key, {})
             obs = observed.get(key, {})
             message = None
+            kind = "counters"
             if key in totals:
                 got = [c for p in sorted(obs) for c in obs[p]]
                 want = exp.get(-1, [])
@@ -293,20 +237,23 @@ class ForwardsCheck:
                     n_obs += len(got)
                     n_exp += len(want)
                     if got != want:
-                        notes.append((p, _explain(got, want)))
+                        notes.append((p, *_explain(got, want)))
                 if notes:
                     multi = len(exp) > 1
-                    text = "; ".join(f"pass {p}: {t}" if multi else t for p, t in notes)
+                    text = "; ".join(f"pass {p}: {t}" if multi else t for p, t, _kind in notes)
                     message = f"{plural(n_obs, 'forward')}, expected {n_exp}: {text}"
+                    kind = min((k for _p, _t, k in notes), key=self.kinds.index)
             if message is not None:
                 out.append(Violation(self.name, message, walk=walk, node=node, rank=rank, request=rid,
-                                     details={"count": n_obs, "expected": n_exp}))
+                                     details={"count": n_obs, "expected": n_exp}, kind=kind))
             extra = self.overshoots.get(key, 0)
             if extra > max(1, len(done)):
+                # (named "counters" as the wording-matched kinds named it: renaming it would
+                # rename its corpus cases)
                 out.append(Violation(
                     self.name, f"{extra} speculative forwards were discarded; at most one per "
                                f"dynamic stop is expected", walk=walk, node=node, rank=rank, request=rid,
-                    details={"overshoots": extra}))
+                    details={"overshoots": extra}, kind="counters"))
         return out
 
 
@@ -321,17 +268,18 @@ def _k(c: int | None) -> int:
     return -1 if c is None else c
 
 
-def _explain(got: list[int | None], want: list[int | None]) -> str:
+def _explain(got: list[int | None], want: list[int | None]) -> tuple[str, str]:
+    """What one pass's forwards show against what was expected: (text, kind)."""
     if not want:
         return (f"ran {plural(len(got), 'forward')} where none were expected "
-                f"(loop counters {counters_text(got)})")
+                f"(loop counters {counters_text(got)})"), "unexpected"
     if len(got) > len(want) and got[: len(want)] == want:
         extra = got[len(want):]
         if all(c is None for c in extra):
-            return f"{plural(len(extra), 'extra forward')} (the node is in no loop)"
+            return f"{plural(len(extra), 'extra forward')} (the node is in no loop)", "extra"
         what = "an extra pass" if len(extra) == 1 else f"{len(extra)} extra passes"
-        return f"{what} at loop counter {counters_text(extra)} after the loop ended"
+        return f"{what} at loop counter {counters_text(extra)} after the loop ended", "extra-after-loop"
     if len(got) < len(want) and want[: len(got)] == got:
         last = f"after loop counter {got[-1]}" if got and got[-1] is not None else "before its first forward"
-        return f"stopped {last}: {plural(len(want) - len(got), 'forward')} missing"
-    return f"loop counters {counters_text(got)} instead of {counters_text(want)}"
+        return f"stopped {last}: {plural(len(want) - len(got), 'forward')} missing", "missing"
+    return f"loop counters {counters_text(got)} instead of {counters_text(want)}", "counters"

@@ -12,20 +12,34 @@ A *runaway* (work that never stops growing) is cut short by the driver's runaway
 (`RunContext.runaways`); this check reports each one: the request, the node and rank, how far
 past the explained count it ran, and the cycle: the forwards of that request between the node's
 last two forwards.
+
+Each violation's kind names what kind of trouble it is: ``runaway``; ``never-admitted``; or
+``hang``/``timeout``, followed, when a blocked node says so, by what the hang waits for
+(`wait_kind`): ``hang-gate``, ``hang-lockstep``, ... ``timeout-edge``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, and_join
-from simharness.scenario.model import Scenario
+from simharness.checks.base import Check, RunContext, RunSetup, Violation, and_join
+from simharness.graph.analysis import WalkFacts
+from simharness.graph.derive import loop_back_pairs, loop_external_inputs
 from simharness.wording import plural
 
+#: what a hang waits for, the most telling first (`wait_kind`)
+WAITS = ("gate", "lockstep", "reinjection", "seed", "loop-back", "input", "edge")
 
-class LivenessCheck:
+
+class LivenessCheck(Check):
     name = "liveness"
+    priority = 30
+    kinds = ("runaway", *(f"hang-{w}" for w in WAITS), "hang", *(f"timeout-{w}" for w in WAITS),
+             "timeout", "never-admitted")
 
-    def __init__(self, scenario: Scenario | None = None) -> None:
+    def __init__(self, setup: RunSetup) -> None:
+        super().__init__(setup)
         self.stalls: list[ev.Stalled] = []
 
     def on_Stalled(self, e: ev.Stalled) -> None:
@@ -42,7 +56,7 @@ class LivenessCheck:
             if not s.walk:
                 out.append(Violation(self.name, f"{s.rid} was never admitted ({s.reason} at "
                                                 f"t={s.t:.3f} s): it waited for a concurrency slot",
-                                     request=s.rid))
+                                     request=s.rid, kind="never-admitted", t=s.t))
                 continue
             lines = []
             chain = []
@@ -92,6 +106,8 @@ class LivenessCheck:
             if pending:
                 sentences.append(f"Worker graphs not done: {pending}")
             msg = ". ".join(sentences)
+            head = "timeout" if s.reason == "timeout" else "hang"
+            wait = wait_kind(chain, ctx.scenario.walk_facts[s.walk]) if chain else ""
             out.append(Violation(
                 self.name, msg, walk=s.walk, node=first.get("node"), rank=first.get("rank"),
                 request=s.rid,
@@ -99,12 +115,17 @@ class LivenessCheck:
                          "missing": first.get("missing", []), "held": first.get("held", []),
                          "gate": first.get("gate", ""), "chain": chain,
                          "pending": [{"wg": wg, "ranks": list(r)} for wg, r in s.pending]},
+                kind=f"{head}-{wait}" if wait else head, t=s.t,
             ))
         return out
 
     def _runaway_violations(self, ctx: RunContext) -> list[Violation]:
         out = []
         seen: set[tuple[str, str, str, int]] = set()
+        # the request's stall: the driver tears a runaway down as it trips
+        stalled: dict[str, float] = {}
+        for s in self.stalls:
+            stalled.setdefault(s.rid, s.t)
         for r in ctx.runaways:
             key = (r.rid, r.walk, r.node, r.rank)
             if key in seen:
@@ -121,7 +142,8 @@ class LivenessCheck:
             out.append(Violation(
                 self.name, msg, walk=r.walk, node=r.node, rank=r.rank, request=r.rid,
                 details={"reason": "runaway", "pass": r.pass_no, "forwards": r.forwards,
-                         "explained": r.explained, "limit": r.limit, "cycle": list(r.cycle)}))
+                         "explained": r.explained, "limit": r.limit, "cycle": list(r.cycle)},
+                kind="runaway", t=stalled.get(r.rid, r.t)))
         return out
 
 
@@ -136,3 +158,37 @@ def _ordered(blocked: tuple[ev.BlockedNode, ...]) -> list[ev.BlockedNode]:
             return 2
         return 3
     return sorted(blocked, key=lambda b: (rank(b), b.rank))
+
+
+def wait_kind(chain: list[dict[str, Any]], wf: WalkFacts) -> str:
+    """What a hang waits for, the most telling kind among its blocked nodes (`chain`, as the
+    violation's details hold it; `wf` the facts of the walk that hung), "" if none says.
+
+    ``gate``: an engine gate; ``lockstep``: a TP follower's ready node, held because the
+    follower runs only its leader's batches; ``reinjection``: a loop's external input that the
+    loop re-routes at each advance; ``seed``: the first copy of a loop-back input (from the
+    conductor or a node before the loop); ``loop-back``: a later copy, from inside the loop;
+    ``input``: a walk-start input; ``edge``: a signal from another node.
+    """
+    kinds = [k for k in (_entry_kind(entry, wf) for entry in chain) if k]
+    return min(kinds, key=WAITS.index) if kinds else ""
+
+
+def _entry_kind(entry: dict[str, Any], wf: WalkFacts) -> str:
+    gate = entry.get("gate")
+    if gate:
+        return "lockstep" if gate.startswith(ev.LOCKSTEP_HOLD) else "gate"
+    missing = entry.get("missing") or []
+    if not missing:
+        return ""
+    node, name, counter = entry["node"], missing[0], entry.get("counter")
+    pair = (name, node)
+    loops = wf.loops_of.get(node, ())
+    if loops:
+        if pair in loop_back_pairs(loops[-1]):
+            return "seed" if not counter else "loop-back"
+        if counter and any(pair in loop_external_inputs(lp) for lp in loops):
+            return "reinjection"
+    if pair in wf.start_inputs:
+        return "input"
+    return "edge"

@@ -14,6 +14,10 @@ keeps iterating during the outer loop's last iteration, seeded by the outer body
 What the check keeps of a request stays flat once it ends: its entries are frozen into one
 interned tuple (requests that ran alike share it, and each holds one slot of a `RidMap`) and
 thawed only if a forward for it comes later.
+
+A violation's kind says where the stray edges went, the farthest first: ``peer`` (another
+rank), ``sibling`` (another worker graph on the rank), ``self`` (the rank itself, over the
+message path), ``local`` (back into the loop's own worker graph).
 """
 
 from __future__ import annotations
@@ -22,17 +26,20 @@ from collections import defaultdict
 from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation, and_join
+from simharness.checks.base import Check, RunContext, RunSetup, Violation, and_join
 from simharness.graph.derive import loop_back_pairs
 from simharness.ridmap import RidMap
-from simharness.scenario.model import Scenario
 from simharness.wording import plural
 
 
-class LoopExitCheck:
+class LoopExitCheck(Check):
     name = "loop_exit"
+    priority = 10
+    kinds = ("peer", "sibling", "self", "local")
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, setup: RunSetup) -> None:
+        super().__init__(setup)
+        scenario = setup.scenario
         #: ((rid, walk, pass), loop) whose last iteration has begun -> (node, rank) that began it
         self.last_begun: dict[tuple[tuple[str, str, int], str], tuple[str, int]] = {}
         #: (rid, walk, pass) -> (loop, (worker graph, rank), enclosing iterations) per finished copy
@@ -151,8 +158,19 @@ class LoopExitCheck:
                 details={"loop": loop, "pass": e.pass_no, "wg": e.wg,
                          "last_iteration_begun_by": f"{first[0]}@{first[1]}",
                          "edges": [{"name": s.name, "dest": s.dest, "to": w} for s, w in stray]},
+                kind=self._where_kind(stray, e), t=e.t,
             ))
         return out
+
+    def _where_kind(self, stray: list[tuple[ev.SignalRef, str]], e: ev.Forward) -> str:
+        """The farthest place the stray edges of forward `e` went (`kinds` order)."""
+        kinds = set()
+        for _sig, to in stray:
+            if to.startswith("rank:"):
+                kinds.add("self" if int(to[5:]) == e.rank else "peer")
+            elif to.startswith("local:"):
+                kinds.add("local" if to[6:] == e.wg else "sibling")
+        return min(kinds, key=self.kinds.index) if kinds else "local"
 
 
 def _outer(context: tuple[tuple[str, int, int, bool], ...], loop: str) -> tuple | None:

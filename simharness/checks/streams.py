@@ -20,6 +20,11 @@ Violations come out in request order, each request's streams by (edge, rank), as
 judged at the end. Which rank sent an item is looked up among the request's own items
 (`_Request.sent_from`): sequence numbers count per producer rank, so two ranks reuse them, and a
 table for the whole run would answer with whichever rank sent the number last.
+
+Kinds, the most telling first: ``order`` (items out of order, lost or duplicated, or a chunk
+skipped), ``order-across-ranks`` (only the interleaving of producer ranks differs), ``finals``,
+``unconsumed``, ``passes``. A violation's time is the release of the chunk at fault (the last
+chunk where no one chunk is).
 """
 
 from __future__ import annotations
@@ -28,9 +33,8 @@ from collections import defaultdict
 from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RequestsOver, RunContext, Violation, rid_order
-from simharness.placement.layout import Layout
-from simharness.scenario.model import Connection, Scenario
+from simharness.checks.base import Check, RequestsOver, RunContext, RunSetup, Violation, rid_order
+from simharness.scenario.model import Connection
 from simharness.wording import plural
 
 
@@ -50,17 +54,17 @@ class _Request:
         self.sent_from: dict[int, int] = {}
 
 
-class StreamsCheck:
+class StreamsCheck(Check):
     name = "streams"
+    priority = 40
+    kinds = ("order", "order-across-ranks", "finals", "unconsumed", "passes")
 
-    def __init__(self, scenario: Scenario | None = None, layout: Layout | None = None) -> None:
-        if scenario is not None and not scenario.connections:
+    def __init__(self, setup: RunSetup) -> None:
+        super().__init__(setup)
+        if not setup.scenario.connections:
             # No stream in this layout: nothing to observe.
             self.on_Forward = self.on_ChunkPopped = self.on_Overshoot = None  # type: ignore[assignment]
             self.on_Admitted = self.on_RequestEnded = self.on_Removed = None  # type: ignore[assignment]
-        self._scenario = scenario
-        #: the run's layout, when it is given (else built from the scenario when first needed)
-        self._layout = layout
         #: rid -> its streams, until the request is over and judged
         self.requests: dict[str, _Request] = {}
         self._over = RequestsOver()
@@ -105,19 +109,13 @@ class StreamsCheck:
             self._judge_over(e.rid, outcome)
 
     def _judge_over(self, rid: str, outcome: str) -> None:
-        if self._scenario is None:
-            return  # without the scenario the routes are known only at the end: judged there
         req = self.requests.pop(rid, None)
         if req is not None:
-            self.judged.extend(self._judge(rid, req, outcome == "completed", self._routes_of(None)))
+            self.judged.extend(self._judge(rid, req, outcome == "completed", self._routes_of()))
 
-    def _routes_of(self, ctx: RunContext | None) -> tuple[dict[str, Connection], dict[str, str]]:
+    def _routes_of(self) -> tuple[dict[str, Connection], dict[str, str]]:
         if self._routes is None:
-            if ctx is not None:
-                scenario, layout = ctx.scenario, ctx.layout
-            else:
-                assert self._scenario is not None
-                scenario, layout = self._scenario, self._layout or Layout.build(self._scenario)
+            scenario, layout = self.setup.scenario, self.setup.layout
             # an edge's connection: the first (source, edge) that names it, the last connection
             # given for that pair
             by_pair = {(c.src, c.edge): c for c in scenario.connections}
@@ -129,7 +127,7 @@ class StreamsCheck:
         return self._routes
 
     def finish(self, ctx: RunContext) -> list[Violation]:
-        routes = self._routes_of(ctx)
+        routes = self._routes_of()
         out = list(self.judged)
         for rid, req in self.requests.items():
             out.extend(self._judge(rid, req, ctx.outcomes.get(rid) == "completed", routes))
@@ -149,15 +147,17 @@ class StreamsCheck:
             conn = conns.get(edge)
             cont = conn is not None and conn.policy.kind == "fixed" and conn.policy.continue_after_done
 
-            def flag(msg: str, _key: tuple = key, **details: object) -> None:
+            last_t = chunks[-1].t if chunks else None
+
+            def flag(kind: str, msg: str, t: float | None, _key: tuple = key, **details: object) -> None:
                 e_name, r_rank = _key
                 out.append(Violation(self.name, f"stream {e_name!r} to rank {r_rank}: {msg}",
                                      node=consumer_node.get(e_name), rank=r_rank, request=rid,
-                                     details={"edge": e_name, **details}))
+                                     details={"edge": e_name, **details}, kind=kind, t=t))
 
             for i, ch in enumerate(chunks):
                 if ch.index != i:
-                    flag(f"chunk {ch.index} released where chunk {i} was due")
+                    flag("order", f"chunk {ch.index} released where chunk {i} was due", ch.t)
                     break
                 want = tuple(sent[ch.start: ch.start + len(ch.items)])
                 if ch.items != want:
@@ -165,37 +165,40 @@ class StreamsCheck:
                     if len(ranks) > 1 and _each_link_in_order(sent, chunks, req.sent_from):
                         # mstar appends items in the order their messages are handled (and a
                         # rank's own items at once): FIFO per link, nothing across producers.
-                        flag(f"chunk {ch.index} holds items {_items(ch.items)} where the producers "
+                        flag("order-across-ranks",
+                             f"chunk {ch.index} holds items {_items(ch.items)} where the producers "
                              f"sent {_items(want)} from offset {ch.start}: items from ranks "
-                             f"{_items(ranks)} arrived in another order than sent", chunk=ch.index,
+                             f"{_items(ranks)} arrived in another order than sent", ch.t, chunk=ch.index,
                              ranks=ranks)
                     else:
-                        flag(f"chunk {ch.index} holds items {_items(ch.items)} where the producer "
+                        flag("order",
+                             f"chunk {ch.index} holds items {_items(ch.items)} where the producer "
                              f"sent {_items(want)} from offset {ch.start}: out of order, lost or "
-                             f"duplicated", chunk=ch.index)
+                             f"duplicated", ch.t, chunk=ch.index)
                     break
             finals = [ch for ch in chunks if ch.final]
             if cont and finals:
-                flag(f"{plural(len(finals), 'final chunk')} on a stream that continues after its "
-                     f"producer is done")
+                flag("finals", f"{plural(len(finals), 'final chunk')} on a stream that continues after its "
+                     f"producer is done", finals[0].t)
             elif not cont and completed and len(finals) != 1:
-                flag(f"{len(finals)} final chunks, expected exactly one", finals=len(finals))
+                flag("finals", f"{len(finals)} final chunks, expected exactly one",
+                     finals[1].t if finals else last_t, finals=len(finals))
             elif finals and finals[-1] is not chunks[-1]:
-                flag(f"chunk {chunks[-1].index} was released after the final chunk {finals[-1].index}")
+                flag("finals", f"chunk {chunks[-1].index} was released after the final chunk "
+                     f"{finals[-1].index}", last_t)
             if completed and not cont and chunks:
                 last = chunks[-1]
                 if last.start + len(last.items) != len(sent):
                     left = len(sent) - (last.start + len(last.items))
-                    flag(f"{left} of the {plural(len(sent), 'item')} sent {'was' if left == 1 else 'were'} "
-                         f"never consumed", sent=len(sent))
+                    flag("unconsumed", f"{left} of the {plural(len(sent), 'item')} sent "
+                         f"{'was' if left == 1 else 'were'} never consumed", last_t, sent=len(sent))
             node = consumer_node.get(edge)
             if completed and node is not None:
                 runs = req.runs.get((node, rank), 0)
                 spare = 1 if cont else 0
                 if not (len(chunks) - spare <= runs <= len(chunks)):
-                    # "passes for" names this finding (explore.execute): it stays whatever the counts
-                    flag(f"{node}'s passes for {plural(len(chunks), 'chunk')} released: {runs}, where "
-                         f"each chunk is one pass", runs=runs, chunks=len(chunks))
+                    flag("passes", f"{node}'s passes for {plural(len(chunks), 'chunk')} released: {runs}, "
+                         f"where each chunk is one pass", last_t, runs=runs, chunks=len(chunks))
         return out
 
 

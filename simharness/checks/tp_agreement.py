@@ -14,7 +14,8 @@ and after the first difference nothing more of that pair is kept. A request's fo
 are judged once it is over (it ended and its ranks removed it, `RequestsOver`) and only their
 violations are kept; ``finish`` judges what is left (hangs, a run cut short). A request keeps
 one slot (`RidMap`) for its placement, shared with the requests placed alike, so a stray forward
-after its end is still judged. Violations come out as if all were judged at the end.
+after its end is still judged. Violations come out as if all were judged at the end. They are
+of one kind, ``other``; a follower's send outside its instance carries the time of its forward.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from __future__ import annotations
 from collections import defaultdict, deque
 
 from simharness import events as ev
-from simharness.checks.base import RequestsOver, RunContext, Violation, rid_order
+from simharness.checks.base import Check, RequestsOver, RunContext, RunSetup, Violation, rid_order
 from simharness.placement.layout import Layout
 from simharness.ridmap import RidMap, RidSet
-from simharness.scenario.model import Scenario
 from simharness.wording import plural
 
 #: (node, walk, rids) of one batch
@@ -93,19 +93,19 @@ def _effects(eff: tuple) -> str:
             f"completed {', '.join(completed) or 'no worker graph'}")
 
 
-class TpAgreementCheck:
+class TpAgreementCheck(Check):
     name = "tp_agreement"
+    priority = 50
+    kinds = ("other",)
 
-    def __init__(self, scenario: Scenario | None = None, layout: Layout | None = None) -> None:
-        if scenario is not None and all(g.instance_size == 1 for g in scenario.placement.node_groups):
+    def __init__(self, setup: RunSetup) -> None:
+        super().__init__(setup)
+        if all(g.instance_size == 1 for g in setup.scenario.placement.node_groups):
             # No lockstep instance in this layout: nothing to observe.
             self.on_Forward = self.on_BatchStarted = None  # type: ignore[assignment]
             self.on_Admitted = self.on_RequestEnded = self.on_Removed = None  # type: ignore[assignment]
-            scenario = None
-        #: the layout (the run's, when it is given), to route each batch to the comparisons it
-        #: joins as it starts; without a scenario it is known only at the end (`finish` routes
-        #: the batches then)
-        self._layout = (layout or Layout.build(scenario)) if scenario is not None else None
+        #: the run's layout, to route each batch to the comparisons it joins as it starts
+        self._layout = setup.layout
         #: rid -> its placement (a slot per request, the dict shared by requests placed alike)
         self._placement: RidMap[dict[str, tuple[int, ...]]] = RidMap()
         self._placements: dict[tuple, dict[str, tuple[int, ...]]] = {}
@@ -115,8 +115,6 @@ class TpAgreementCheck:
         self._pairs: dict[tuple[int, ...], dict[int, _Pair]] = {}
         #: (node, walk, rank) -> the instances whose comparison a batch of it joins
         self._joins: dict[tuple[str, str, int], list[tuple[int, ...]]] = {}
-        #: rank -> its batches not routed yet (only while the layout is unknown)
-        self._unrouted: dict[int, list[Batch]] = defaultdict(list)
         #: rid -> (walk, node, pass, counter, rank) -> (filtered, finished, completed wgs),
         #: until the request is over and judged
         self.effects: dict[str, dict[EffectKey, tuple]] = {}
@@ -130,8 +128,7 @@ class TpAgreementCheck:
         placement = self._placements.get(e.placement)
         if placement is None:
             placement = self._placements[e.placement] = dict(e.placement)
-            if self._layout is not None:
-                self._use(placement, self._layout)
+            self._use(placement, self._layout)
         self._placement[e.rid] = placement
         self._over.admitted(e)
 
@@ -152,11 +149,7 @@ class TpAgreementCheck:
                         joins.append(ranks)
 
     def on_BatchStarted(self, e: ev.BatchStarted) -> None:
-        b = (e.node, e.walk, e.rids)
-        if self._layout is None:
-            self._unrouted[e.rank].append(b)
-        else:
-            self._route(e.rank, b)
+        self._route(e.rank, (e.node, e.walk, e.rids))
 
     def _route(self, rank: int, b: Batch) -> None:
         for ranks in self._joins.get((b[0], b[1], rank), ()):
@@ -184,7 +177,7 @@ class TpAgreementCheck:
                 self.leaks.append(Violation(
                     self.name, f"{e.node} on rank {e.rank}, not rank 0 of its instance, sent "
                                f"{', '.join(bad)}: only rank 0 emits, streams or sends outside",
-                    walk=e.walk, node=e.node, rank=e.rank, request=e.rid))
+                    walk=e.walk, node=e.node, rank=e.rank, request=e.rid, kind="other", t=e.t))
 
     def on_RequestEnded(self, e: ev.RequestEnded) -> None:
         if self._over.ended(e) is not None:
@@ -214,18 +207,10 @@ class TpAgreementCheck:
                     out.append(Violation(
                         self.name, f"{node} {'outside any loop' if c is None else f'at loop counter {c}'}"
                                    f": rank {r} {_effects(got)}, but rank {ranks[0]} {_effects(ref)}",
-                        walk=walk, node=node, rank=r, request=rid))
+                        walk=walk, node=node, rank=r, request=rid, kind="other"))
         return out
 
     def finish(self, ctx: RunContext) -> list[Violation]:
-        if self._unrouted:
-            # No scenario was given: every placement is known now, and so is each batch's place.
-            for placement in self._placements.values():
-                self._use(placement, ctx.layout)
-            for rank, batches in sorted(self._unrouted.items()):
-                for b in batches:
-                    self._route(rank, b)
-            self._unrouted.clear()
         out = []
         for ranks in sorted(self._pairs):
             for r, pair in self._pairs[ranks].items():
@@ -235,13 +220,13 @@ class TpAgreementCheck:
                         self.name, f"rank {r} ran batch {i} of its instance ({_ranks(ranks)}) as "
                                    f"{b[0]} for {', '.join(b[2])} where rank {ranks[0]} ran {a[0]} for "
                                    f"{', '.join(a[2])}",
-                        node=b[0], rank=r, details={"instance": list(ranks), "batch": i}))
+                        node=b[0], rank=r, details={"instance": list(ranks), "batch": i}, kind="other"))
                 elif pair.n_lead != pair.n_mine and all(ctx.outcomes.get(x) == "completed"
                                                         for x in pair.rids):
                     out.append(Violation(
                         self.name, f"rank {r} ran {plural(pair.n_mine, 'batch', 'batches')} of its "
                                    f"instance ({_ranks(ranks)}), rank {ranks[0]} ran {pair.n_lead}",
-                        rank=r, details={"instance": list(ranks)}))
+                        rank=r, details={"instance": list(ranks)}, kind="other"))
         effects = list(self.judged)
         for rid, held in self.effects.items():
             effects.extend(self._judge(rid, held))

@@ -8,18 +8,23 @@ walk has reported done once per rank of its instance. So, for each request:
   violation: it is the trace of an extra pass;
 * for every pass that completed, each worker graph of the walk reported once per rank; for a
   request that hung, the worker graphs that never reported are named.
+
+Kinds: ``unexpected-report``, then ``never-reported``.
 """
 
 from __future__ import annotations
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, Violation
+from simharness.checks.base import Check, RunContext, RunSetup, Violation
 
 
-class WorkerGraphsCheck:
+class WorkerGraphsCheck(Check):
     name = "worker_graphs"
+    priority = 80
+    kinds = ("unexpected-report", "never-reported")
 
-    def __init__(self) -> None:
+    def __init__(self, setup: RunSetup) -> None:
+        super().__init__(setup)
         self.unexpected: list[ev.UnexpectedReport] = []
         self.stalls: list[ev.Stalled] = []
 
@@ -34,11 +39,12 @@ class WorkerGraphsCheck:
         for e in self.unexpected:
             out.append(Violation(self.name, f"unexpected worker-graph-done report for {e.wg} from rank "
                                             f"{e.rank}: {e.reason}", rank=e.rank, request=e.rid,
-                                 details={"wg": e.wg}))
+                                 details={"wg": e.wg}, kind="unexpected-report", t=e.t))
         for s in self.stalls:
             for wg, ranks in s.pending:
                 out.append(Violation(self.name, f"{wg} never reported done for pass {s.pass_no} of walk "
                                                 f"{s.walk} ({'rank' if len(ranks) == 1 else 'ranks'} "
                                                 f"{', '.join(map(str, ranks))})",
-                                     walk=s.walk, request=s.rid, details={"wg": wg, "ranks": list(ranks)}))
+                                     walk=s.walk, request=s.rid, details={"wg": wg, "ranks": list(ranks)},
+                                     kind="never-reported", t=s.t))
         return out

@@ -30,7 +30,7 @@ class RunResult:
     outcomes: Mapping[str, str] = field(default_factory=dict)
     #: what the runtime under test wants its user to know (e.g. a fallback it took)
     notes: tuple[str, ...] = ()
-    #: every forward per request (`checks.forwards.ForwardLog`), set by the runner that ran the
+    #: every forward per request (`checks.forward_log.ForwardLog`), set by the runner that ran the
     #: checks; what the summary reads, kept or not kept trace alike
     forward_log: Any = None
 

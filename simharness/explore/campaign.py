@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from msgspec import Struct
 
 from simharness import interrupts
-from simharness.explore.execute import CHECK_PRIORITY, REFERENCE, execute
+from simharness.explore.execute import REFERENCE, execute, priority_of
 from simharness.explore.local_constants import without_local_constants
 from simharness.explore.reduce import reduce_scenario
 from simharness.explore.strategies import scenarios
@@ -353,7 +353,7 @@ class CampaignResult:
         """Failures the corpus does not hold yet, root-cause checks first (the shrink order)."""
         def order(sig: str) -> tuple[int, str]:
             check = sig.partition(":")[0]
-            return (CHECK_PRIORITY.index(check) if check in CHECK_PRIORITY else 99, sig)
+            return (priority_of(check), sig)
         return sorted((s for s in self.findings if s not in self.config.known), key=order)
 
 

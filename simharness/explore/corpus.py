@@ -105,14 +105,14 @@ def case_name(runtime: str, sig: str) -> str:
 def digest_of(sc: Scenario, runtime: str) -> tuple[str | None, str]:
     """(signature or None, trace digest) of one run of `sc` under `runtime`."""
     result, violations = simulate(sc, runtime, keep_trace=False)
-    return signature_of(violations, sc), result.recorder.digest()
+    return signature_of(violations), result.recorder.digest()
 
 
-def signature_of(violations: list, sc: Scenario) -> str | None:
+def signature_of(violations: list) -> str | None:
     """``check:key`` of a run's violations (the corpus's failure signature), None for a pass."""
     if not violations:
         return None
-    check, key = signature(violations, sc)
+    check, key = signature(violations)
     return f"{check}:{key}"
 
 
@@ -178,7 +178,7 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
         run = run_scenario(sc, runtime, keep_trace=keep_trace)
     except UsageError as exc:  # the recorded runtime cannot run here: the case's key says which
         raise ScenarioError("corpus.runtime", str(exc), source=str(p)) from None
-    got, digest = signature_of(run.violations, sc), run.trace_digest
+    got, digest = signature_of(run.violations), run.trace_digest
     recorded = meta.trace_digest
     if status == "open":
         if got == expected:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simharness import events as ev
-from simharness.checks.base import RunContext, rid_order
+from simharness.checks.base import RunContext, RunSetup, rid_order
 from simharness.checks.forwards import ForwardsCheck
 from simharness.checks.loop_exit import LoopExitCheck
 from simharness.run import RunReport
@@ -86,7 +86,8 @@ class Story:
 
 def _replay_checks(report: RunReport) -> tuple[ForwardsCheck, LoopExitCheck]:
     # The recorder dispatches to the checks' on_<Event> handlers, as during the run.
-    fwd, lex = ForwardsCheck(), LoopExitCheck(report.scenario)
+    setup = RunSetup(report.scenario, report.result.layout)
+    fwd, lex = ForwardsCheck(setup), LoopExitCheck(setup)
     recorder = Recorder((fwd, lex), keep=False, digest=False)
     for e in report.result.events:
         recorder.emit(e)
@@ -190,23 +191,20 @@ def build_story(report: RunReport, command: list[str] | None = None) -> Story:
 
 
 def violation_time(v: Any, story: Story) -> float:
-    """When a violation happened, for a marker on a timeline: the event it is about."""
+    """When a violation happened, for a marker on a timeline: its own time (`Violation.t`) where
+    its check could say; else, for one that names a node, that node's first forward beyond what
+    the graph implies there, or its last forward (the forwards and expect checks keep no times);
+    else the request's removal from its rank, its end, or the end of the run."""
+    if v.t is not None:
+        return v.t
     events = story.report.result.events
-    if v.check == "liveness":
-        for s in story.stalls:
-            if s.rid == v.request:
-                return s.t
-    if v.check in ("forwards", "expect", "loop_exit") and v.node is not None:
+    if v.node is not None:
         match = [(i, e) for i, e in story.forwards
                  if e.rid == v.request and e.node == v.node and (v.rank is None or e.rank == v.rank)
                  and (v.walk is None or e.walk == v.walk)]
         extra = [e for i, e in match if i in story.extra]
         if extra:
             return extra[0].t
-        if v.check == "loop_exit":
-            finishing = [e for _, e in match if e.finished_loops]
-            if finishing:
-                return finishing[-1].t
         if match:
             return match[-1][1].t
     for e in events:

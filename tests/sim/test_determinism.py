@@ -45,7 +45,8 @@ def test_the_seed_drives_replica_choice():
 def test_the_first_difference_is_the_first_event_whose_encoding_differs(scenarios_dir):
     # Events carry signals, which compare by identity: two equal runs must still match
     # event for event, and a changed event must be found where it is.
-    from simharness.run import _first_difference, simulate
+    from simharness.checks.determinism import _first_difference
+    from simharness.run import simulate
 
     sc = load_scenario(scenarios_dir / "bagel_mixed.yaml")
     a, _ = simulate(sc)

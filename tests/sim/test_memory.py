@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from simharness import events as ev
-from simharness.checks import builtin_checks
+from simharness.checks import RunSetup, build_checks
 from simharness.checks.forwards import ForwardLog
 from simharness.engine.simulation import Simulation
 from simharness.ridmap import RidMap, RidSet
@@ -268,7 +268,7 @@ def test_tp_agreement_compares_batch_counts_as_the_batches_start():
     shown = events[:last] + events[last + 1:]
 
     def verdict(outcomes: dict[str, str]) -> list[str]:
-        check = TpAgreementCheck(sc)
+        check = TpAgreementCheck(RunSetup(sc, rep.result.layout))
         rec = Recorder([check], keep=False, digest=False)
         for e in shown:
             rec.emit(e)
@@ -295,7 +295,7 @@ def test_a_finished_run_is_freed_whole(name, runtime):
     import weakref
 
     sc = load_scenario(SCENARIOS / name)
-    checks = builtin_checks(sc)
+    checks = build_checks(RunSetup.of(sc))
     sim = Simulation(sc, build_runtime(sc, runtime), observers=checks, keep_trace=False)
     sim.run()
     refs = [weakref.ref(x) for x in (sim, sim.env, sim.conductor, *sim.workers, *checks)]

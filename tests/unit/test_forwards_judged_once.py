@@ -8,7 +8,7 @@ from __future__ import annotations
 import msgspec
 
 from simharness import events as ev
-from simharness.checks.base import RunContext
+from simharness.checks.base import RunContext, RunSetup
 from simharness.checks.forwards import ForwardsCheck
 from simharness.run import simulate
 from simharness.scenario.loader import load_scenario
@@ -26,7 +26,7 @@ def _clean_run():
 
 
 def _judge(sc, result, events) -> list:
-    check = ForwardsCheck()
+    check = ForwardsCheck(RunSetup(sc, result.layout))
     for e in events:
         handler = getattr(check, f"on_{type(e).__name__}", None)
         if handler is not None:
@@ -37,7 +37,7 @@ def _judge(sc, result, events) -> list:
 def test_a_clean_run_replayed_is_clean_and_its_requests_share_their_verdict():
     sc, result = _clean_run()
     assert _judge(sc, result, result.events) == []
-    check = ForwardsCheck()
+    check = ForwardsCheck(RunSetup(sc, result.layout))
     for e in result.events:
         handler = getattr(check, f"on_{type(e).__name__}", None)
         if handler is not None:
