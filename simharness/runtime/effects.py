@@ -21,16 +21,17 @@ from simharness.runtime.messages import Send
 
 
 class _Stimulus(msgspec.Struct, frozen=True, kw_only=True, eq=False):
-    """Base of every stimulus."""
+    """Base of every stimulus. msgspec applies ``kw_only`` per class, so each stimulus says
+    ``kw_only=True`` itself, as each `Message` does."""
 
 
-class Arrived(_Stimulus):
+class Arrived(_Stimulus, kw_only=True):
     """A message arrived (any endpoint)."""
 
     msg: Any
 
 
-class Received(_Stimulus):
+class Received(_Stimulus, kw_only=True):
     """Worker loop: messages that arrived, in arrival order, handled one after the other (a
     driver hands over everything that came while the rank was busy at once: one `Effects` for
     all of them, the events and sends of each message in its turn)."""
@@ -38,31 +39,31 @@ class Received(_Stimulus):
     msgs: list[Any]
 
 
-class Choose(_Stimulus):
+class Choose(_Stimulus, kw_only=True):
     """Worker loop: pick the next batch (and send what choosing it needs: KV pulls, SCHEDULE_TP)."""
 
 
-class Started(_Stimulus):
+class Started(_Stimulus, kw_only=True):
     """Worker loop: the chosen batch begins; it will take `duration`."""
 
     batch: Any
     duration: float
 
 
-class Finished(_Stimulus):
+class Finished(_Stimulus, kw_only=True):
     """Worker loop: the batch has executed; postprocess it."""
 
     batch: Any
 
 
-class Submit(_Stimulus):
+class Submit(_Stimulus, kw_only=True):
     """Conductor: a client submits request `rid` of kind `kind`."""
 
     rid: str
     kind: str
 
 
-class Abort(_Stimulus):
+class Abort(_Stimulus, kw_only=True):
     """Conductor: the API server gives up on `rid` (hung, timeout, runaway)."""
 
     rid: str

@@ -382,8 +382,8 @@ class Reports:
                 nbytes = 0
                 for s in sigs:
                     nbytes += s.nbytes
-                # (positional: a Struct takes them faster than keywords, once per message)
-                sends.append(Send(r, nbytes, InputSignals(rid, walk, pass_no, sigs, rank)))
+                sends.append(Send(r, nbytes, InputSignals(rid=rid, walk=walk, pass_no=pass_no,
+                                                          signals=sigs, src=rank)))
         if not (c.to_conductor or c.to_client or c.new_tokens or c.stream_local or c.partition_done
                 or c.completed_wgs):
             return  # most completions: nothing to buffer for a report, nothing to report
