@@ -19,7 +19,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from simharness import __version__, interrupts
 from simharness.errors import ScenarioError, UsageError
@@ -46,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
             message += hint(m.group(1), choices)
         super().error(message)
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         # argparse leaves a command's unknown options to the top parser, which shows its own
         # usage (COMMAND ...): refuse them here, from the command's parser and with its options.
         ns, extras = self.parse_known_args(args, namespace)
@@ -316,7 +316,7 @@ def _real_options(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     """Run one command. The one place that turns every failure into an exit code and one line."""
     stdout = sys.stdout
-    sys.stdout = _GuardedStdout(stdout)  # type: ignore[assignment]
+    sys.stdout = _GuardedStdout(stdout)
     try:
         code = _main(argv)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
@@ -777,7 +777,7 @@ def _rendered(render) -> str:
     return buf.getvalue()
 
 
-def _write_report(report, summary: dict, target: str, command: list[str] | None = None) -> None:
+def _write_report(report, summary: dict | None, target: str, command: list[str] | None = None) -> None:
     from simharness.report.html import run_page
     from simharness.report.perfetto import write_perfetto
     from simharness.report.story import build_story
@@ -950,7 +950,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     _check_report_target(args.report)
     worst = EXIT_PASS
-    done = []
+    done: list[tuple[Any, dict[str, Any]]] = []  # (the replay, its JSON document)
     for path in args.case:
         # The report page shows each case's run: the replay's own, its events kept for it.
         try:

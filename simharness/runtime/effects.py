@@ -25,13 +25,13 @@ class _Stimulus(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     ``kw_only=True`` itself, as each `Message` does."""
 
 
-class Arrived(_Stimulus, kw_only=True):
+class Arrived(_Stimulus, frozen=True, kw_only=True):
     """A message arrived (any endpoint)."""
 
     msg: Any
 
 
-class Received(_Stimulus, kw_only=True):
+class Received(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: messages that arrived, in arrival order, handled one after the other (a
     driver hands over everything that came while the rank was busy at once: one `Effects` for
     all of them, the events and sends of each message in its turn)."""
@@ -39,31 +39,31 @@ class Received(_Stimulus, kw_only=True):
     msgs: list[Any]
 
 
-class Choose(_Stimulus, kw_only=True):
+class Choose(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: pick the next batch (and send what choosing it needs: KV pulls, SCHEDULE_TP)."""
 
 
-class Started(_Stimulus, kw_only=True):
+class Started(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: the chosen batch begins; it will take `duration`."""
 
     batch: Any
     duration: float
 
 
-class Finished(_Stimulus, kw_only=True):
+class Finished(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: the batch has executed; postprocess it."""
 
     batch: Any
 
 
-class Submit(_Stimulus, kw_only=True):
+class Submit(_Stimulus, frozen=True, kw_only=True):
     """Conductor: a client submits request `rid` of kind `kind`."""
 
     rid: str
     kind: str
 
 
-class Abort(_Stimulus, kw_only=True):
+class Abort(_Stimulus, frozen=True, kw_only=True):
     """Conductor: the API server gives up on `rid` (hung, timeout, runaway)."""
 
     rid: str

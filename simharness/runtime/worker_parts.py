@@ -171,7 +171,7 @@ class Lockstep:
             st.pop_ready(head.node)
         self.follow.popleft()
         self.streak += 1
-        batch = loop.scheduler.follower_batch(head.node, head.walk, list(head.rids))
+        batch: Batch = loop.scheduler.follower_batch(head.node, head.walk, list(head.rids))
         batch.instance = runtime.instance_of(head.rids[0], head.walk, head.node)
         batch.tp_number = head.number
         self.meeting = batch
@@ -322,7 +322,9 @@ class KvPulls:
         if label is None:
             return None
         rec = self.loop.records.get(rid)
-        known = rec.kv_known.get(label) if rec is not None else None
+        if rec is None:
+            return None
+        known = rec.kv_known.get(label)
         if known is None:
             return None
         src, tokens = known
