@@ -75,12 +75,13 @@ def compare(sim: dict[str, Any], real: dict[str, Any]) -> tuple[bool, list[dict[
             diffs.append({"what": "violation", "check": check, "walk": walk, "node": node,
                           "rank": rank, "request": rid, "sim": ps[place], "real": pr[place]})
     for check in TIMING_DEPENDENT:
-        a = sum(1 for v in sim["violations"] if v["check"] == check)
-        b = sum(1 for v in real["violations"] if v["check"] == check)
-        if bool(a) != bool(b):
-            diffs.append({"what": "violation", "check": check, "sim": a, "real": b})
-        elif a != b:
-            diffs.append({"what": "violation", "check": check, "sim": a, "real": b, "note": True})
+        n_sim = sum(1 for v in sim["violations"] if v["check"] == check)
+        n_real = sum(1 for v in real["violations"] if v["check"] == check)
+        if bool(n_sim) != bool(n_real):
+            diffs.append({"what": "violation", "check": check, "sim": n_sim, "real": n_real})
+        elif n_sim != n_real:
+            diffs.append({"what": "violation", "check": check, "sim": n_sim, "real": n_real,
+                          "note": True})
     agree = not any(not d.get("note") for d in diffs)
     return agree, diffs
 

@@ -15,13 +15,19 @@ the launcher, which also plays the API server, ``CLIENT_ID``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 from simharness.drive.core import ConductorFinal, RankFinal, RequestPosition
 from simharness.events import BlockedNode
 from simharness.runtime.protocol import StallPosition
 
-_msg = dataclass(frozen=True, kw_only=True, slots=True)
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def _msg(cls: type[_T]) -> type[_T]:
+    """A driver message: a frozen, slotted dataclass built with keywords."""
+    return dataclass(frozen=True, kw_only=True, slots=True)(cls)
 
 
 @_msg

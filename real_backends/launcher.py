@@ -384,8 +384,9 @@ class Launcher:
                     "the ranks' blocked state")
         out: dict[str, list[ev.BlockedNode]] = {}
         for p in asks:
+            assert p.position is not None
             nodes = out[p.rid] = []
-            for r in p.position.ranks:  # type: ignore[union-attr]
+            for r in p.position.ranks:
                 nodes.extend(self._blocked.pop((rnd, p.rid, r), ()))
         return out
 
@@ -600,7 +601,9 @@ class Launcher:
             key=lambda x: x[:3])
         recorder.emit_all([e for *_, e in merged])
         if self.end not in ("crash", "interrupted"):
-            finals = {ep: c.final.state for ep, c in self.children.items() if c.final is not None}
+            # a rank's `RankFinal`, the conductor's `ConductorFinal`
+            finals: dict[int, Any] = {ep: c.final.state for ep, c in self.children.items()
+                                      if c.final is not None}
             recorder.emit(run_ended(end_t, [finals.get(r) for r in range(self.num_ranks)],
                                     finals.get(CONDUCTOR_ID)))
         outcomes = self.workload.final_outcomes()

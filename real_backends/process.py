@@ -487,7 +487,7 @@ def main(argv: list[str]) -> int:
             import torch
 
             torch.set_num_threads(max(1, int(cfg.get("threads_per_rank", 1))))
-            proc: _Process = RankProcess(cfg, int(argv[2]))
+            proc: RankProcess | ConductorProcess = RankProcess(cfg, int(argv[2]))
         elif role == "conductor":
             proc = ConductorProcess(cfg)
         else:

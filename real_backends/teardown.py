@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 #: the environment variable through which a child learns its launcher's pid
 PARENT_ENV = "SIMHARNESS_PARENT_PID"
@@ -89,7 +90,7 @@ class Group:
     def __init__(self) -> None:
         self.pgid: int | None = None
 
-    def popen_kwargs(self) -> dict[str, int]:
+    def popen_kwargs(self) -> dict[str, Any]:
         # process_group=0 makes the child the leader of a new group (its pgid is its pid).
         return {"process_group": 0 if self.pgid is None else self.pgid}
 

@@ -318,6 +318,7 @@ class Codec:
         self._frames, self._payload_of = frames, payload_of
         try:
             if code is not None:
+                assert payload_of is not None  # without a hook `encode_control` took it
                 refs = self._payload_refs(msg, payload_of)
                 body = self._encoder.encode((msg, refs) if refs else msg)
             else:

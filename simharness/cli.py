@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
             message += hint(m.group(1), choices)
         super().error(message)
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         # argparse leaves a command's unknown options to the top parser, which shows its own
         # usage (COMMAND ...): refuse them here, from the command's parser and with its options.
         ns, extras = self.parse_known_args(args, namespace)
@@ -111,7 +111,7 @@ def _parser(verbs: Iterable[Any]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command. The one place that turns every failure into an exit code and one line."""
     stdout = sys.stdout
-    sys.stdout = _GuardedStdout(stdout)  # type: ignore[assignment]
+    sys.stdout = _GuardedStdout(stdout)
     try:
         code = _main(argv)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit

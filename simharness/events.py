@@ -27,16 +27,20 @@ class _Event(msgspec.Struct, frozen=True, array_like=True, gc=False):
     Struct, built in C (several per forward), encoded as the array of its fields (which is what
     the trace digest hashes), compared by value, and not tracked by the cyclic garbage collector
     (a kept trace holds hundreds of thousands; an event only holds values and tuples of them, so
-    it is never part of a cycle)."""
+    it is never part of a cycle).
+
+    Events are built by position, unlike messages and stimuli: they are the array of their
+    fields, made several times per forward. Each subclass restates ``frozen=True``, which msgspec
+    inherits but a type checker reads per class."""
 
 
-class Submitted(_Event):
+class Submitted(_Event, frozen=True):
     t: float
     rid: str
     request_kind: str
 
 
-class Admitted(_Event):
+class Admitted(_Event, frozen=True):
     t: float
     rid: str
     request_kind: str
@@ -45,14 +49,14 @@ class Admitted(_Event):
     placement: tuple[tuple[str, tuple[int, ...]], ...]
 
 
-class WalkStarted(_Event):
+class WalkStarted(_Event, frozen=True):
     t: float
     rid: str
     walk: str
     pass_no: int
 
 
-class BatchStarted(_Event):
+class BatchStarted(_Event, frozen=True):
     t: float
     rank: int
     node: str
@@ -62,7 +66,7 @@ class BatchStarted(_Event):
     duration: float
 
 
-class Forward(_Event):
+class Forward(_Event, frozen=True):
     """One node forward for one request, recorded when its batch completes, with what the
     completion routed where (``local:<wg>``, ``rank:<r>``, client, conductor)."""
 
@@ -84,8 +88,9 @@ class Forward(_Event):
     completed_wgs: tuple[str, ...]
 
 
-class Delivered(_Event):
-    """A message's signals arrived at a rank: (signal, worker graph or "", outcome) each."""
+class Delivered(_Event, frozen=True):
+    """A message's signals arrived at a rank: (signal, worker graph or None, outcome) each (the
+    worker graph is ``stream`` for a buffered stream item)."""
 
     t: float
     rank: int
@@ -93,10 +98,10 @@ class Delivered(_Event):
     walk: str
     pass_no: int
     src: int
-    outcomes: tuple[tuple[SignalRef, str, str], ...]
+    outcomes: tuple[tuple[SignalRef, str | None, str], ...]
 
 
-class Dropped(_Event):
+class Dropped(_Event, frozen=True):
     """A signal or message that went nowhere, and why."""
 
     t: float
@@ -107,7 +112,7 @@ class Dropped(_Event):
     signals: tuple[SignalRef, ...]
 
 
-class WorkerGraphsDone(_Event):
+class WorkerGraphsDone(_Event, frozen=True):
     t: float
     rank: int
     rid: str
@@ -115,14 +120,14 @@ class WorkerGraphsDone(_Event):
     pass_no: int
 
 
-class PassDone(_Event):
+class PassDone(_Event, frozen=True):
     t: float
     rid: str
     walk: str
     pass_no: int
 
 
-class UnexpectedReport(_Event):
+class UnexpectedReport(_Event, frozen=True):
     """A worker-graph-done report the conductor did not wait for."""
 
     t: float
@@ -132,14 +137,14 @@ class UnexpectedReport(_Event):
     reason: str
 
 
-class RequestEnded(_Event):
+class RequestEnded(_Event, frozen=True):
     t: float
     rid: str
     outcome: str  # completed | hung | timeout
     walks_done: int
 
 
-class Removed(_Event):
+class Removed(_Event, frozen=True):
     """A rank tore a request down; what it still held (a clean run holds nothing)."""
 
     t: float
@@ -150,14 +155,14 @@ class Removed(_Event):
     leftovers: tuple[str, ...]
 
 
-class Emitted(_Event):
+class Emitted(_Event, frozen=True):
     t: float
     rank: int
     rid: str
     signal: SignalRef
 
 
-class Stalled(_Event):
+class Stalled(_Event, frozen=True):
     """A request stopped making progress: at quiescence, or at its timeout."""
 
     t: float
@@ -177,7 +182,7 @@ class Stalled(_Event):
 LOCKSTEP_HOLD = "lockstep: "
 
 
-class BlockedNode(_Event):
+class BlockedNode(_Event, frozen=True):
     rank: int
     wg: str
     node: str
@@ -193,7 +198,7 @@ class BlockedNode(_Event):
     queued: bool
 
 
-class LoopStopped(_Event):
+class LoopStopped(_Event, frozen=True):
     """A dynamic stop registered on a rank: by its own check_stop, or by a peer's STOP_LOOPS."""
 
     t: float
@@ -205,7 +210,7 @@ class LoopStopped(_Event):
     src: int
 
 
-class Overshoot(_Event):
+class Overshoot(_Event, frozen=True):
     """A speculative forward whose loop stopped just before: executed, output discarded."""
 
     t: float
@@ -216,7 +221,7 @@ class Overshoot(_Event):
     counter: int | None
 
 
-class ChunkPopped(_Event):
+class ChunkPopped(_Event, frozen=True):
     """A StreamBuffer released a chunk: which items (producer sequence numbers), final or not."""
 
     t: float
@@ -230,21 +235,21 @@ class ChunkPopped(_Event):
     policy: str
 
 
-class PartitionDone(_Event):
+class PartitionDone(_Event, frozen=True):
     t: float
     rid: str
     partition: str
     reason: str  # final_chunk | walks_done | max_tokens
 
 
-class ProducerDoneSent(_Event):
+class ProducerDoneSent(_Event, frozen=True):
     t: float
     rid: str
     partition: str
     ranks: tuple[int, ...]
 
 
-class KvPulled(_Event):
+class KvPulled(_Event, frozen=True):
     t: float
     rank: int
     rid: str
@@ -253,7 +258,7 @@ class KvPulled(_Event):
     tokens: int
 
 
-class KvUsed(_Event):
+class KvUsed(_Event, frozen=True):
     """A KV-cache node started on a rank: tokens held there, and tokens it needed from elsewhere."""
 
     t: float
@@ -266,7 +271,7 @@ class KvUsed(_Event):
     need: int
 
 
-class RunEnded(_Event):
+class RunEnded(_Event, frozen=True):
     """The final state of every rank and of the conductor."""
 
     t: float

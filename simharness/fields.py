@@ -112,7 +112,7 @@ def number(value: Any, path: str, *, minimum: float | None = None, positive: boo
         x = float(value)
     except OverflowError:
         raise ScenarioError(path, f"expected a finite number{_unit(unit)}, got an integer of "
-                                  f"about {_digits(value)} digits") from None
+                                  f"about {_digits(int(value))} digits") from None
     if not math.isfinite(x):
         raise ScenarioError(path, f"expected a finite number{_unit(unit)}, got {value}")
     if positive and x <= 0:

@@ -110,6 +110,8 @@ class ScenarioFile(pytest.File):
 
 
 class ScenarioItem(pytest.Item):
+    parent: ScenarioFile
+
     def __init__(self, *, part: str, **kw: Any) -> None:
         super().__init__(**kw)
         self.part = part
@@ -157,6 +159,8 @@ class CorpusFile(pytest.File):
 
 
 class CorpusItem(pytest.Item):
+    parent: CorpusFile
+
     def __init__(self, *, refused: str = "", **kw: Any) -> None:
         super().__init__(**kw)
         #: why the loader refused the case's corpus: block ("" when it did not)

@@ -156,7 +156,7 @@ class RidMap(MutableMapping[str, V]):
 class _Items(ItemsView[str, V]):
     # One pass over the slots, not a lookup per name.
     def __iter__(self) -> Iterator[tuple[str, V]]:
-        m: RidMap[V] = self._mapping  # type: ignore[assignment]
+        m: RidMap[V] = self._mapping  # type: ignore[attr-defined]  # MappingView's, undeclared in typeshed
         for n, v in enumerate(m._slots):
             if v is not _ABSENT:
                 yield f"r{n}", v
@@ -165,7 +165,7 @@ class _Items(ItemsView[str, V]):
 
 class _Values(ValuesView[V]):
     def __iter__(self) -> Iterator[V]:
-        m: RidMap[V] = self._mapping  # type: ignore[assignment]
+        m: RidMap[V] = self._mapping  # type: ignore[attr-defined]  # MappingView's, undeclared in typeshed
         for v in m._slots:
             if v is not _ABSENT:
                 yield v
@@ -248,9 +248,9 @@ def names_in_order(tables: Iterable[Mapping[str, Any]], key: Callable[[str], Any
             others.update(table._other)
         else:
             for rid in table:
-                n = rid_number(rid)
-                if n is not None and n < len(numbered) + _REACH:
-                    mark(n)
+                number = rid_number(rid)
+                if number is not None and number < len(numbered) + _REACH:
+                    mark(number)
                 else:
                     others.add(rid)
     # A numbered name kept beside the slots of one table may be in another's slots.

@@ -198,9 +198,10 @@ def plan(scenarios: list[str], overrides: list[str], runtimes: list[str],
         except UsageError as exc:
             raise UsageError(f"--runtime {name}: {exc}") from None
     cells = []
+    named: list[str | None] = [*runtimes]
     for path in scenarios:
         load_scenario(path, overrides)  # raises ScenarioError naming the file and key
-        for rt in runtimes or [None]:
+        for rt in named or [None]:
             for seed in seeds if seeds is not None else [None]:
                 cells.append(Cell(str(path), tuple(overrides), rt, seed))
     return cells

@@ -196,9 +196,9 @@ def counters_text(counters: Iterable[int | None]) -> str:
             parts.append("-")
             i += 1
             continue
-        j = i
-        while j + 1 < len(items) and items[j + 1] is not None and items[j + 1] == items[j] + 1:
-            j += 1
+        j, last = i, c
+        while j + 1 < len(items) and (nxt := items[j + 1]) is not None and nxt == last + 1:
+            j, last = j + 1, nxt
         parts.append(f"{c}..{items[j]}" if j - i >= 2 else ", ".join(str(x) for x in items[i:j + 1]))
         i = j + 1
     return ", ".join(parts)

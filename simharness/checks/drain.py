@@ -59,11 +59,11 @@ class DrainCheck(Check):
                 for (wg, node, slot), sigs in by_slot.items()
             ]
             parts.extend(e.leftovers)
-            node = e.held[0][1] if e.held else None
+            first_node = e.held[0][1] if e.held else None
             out.append(Violation(
                 self.name,
                 f"{e.rid} was removed from rank {e.rank} while it still held: " + "; ".join(parts),
-                node=node, rank=e.rank, request=e.rid,
+                node=first_node, rank=e.rank, request=e.rid,
                 details={"held": [{"wg": wg, "node": n, "slot": slot, "signal": s.name,
                                    "from": f"{s.src}@{s.src_rank}", "counter": s.counter}
                                   for wg, n, slot, s in e.held],
@@ -74,10 +74,10 @@ class DrainCheck(Check):
         counts: dict[tuple[str, int, str], int] = defaultdict(int)
         #: when each group's first drop happened
         first: dict[tuple[str, int, str], float] = {}
-        for e in self.dropped:
-            groups[(e.rid, e.rank, e.reason)].extend(e.signals)
-            counts[(e.rid, e.rank, e.reason)] += 1
-            first.setdefault((e.rid, e.rank, e.reason), e.t)
+        for d in self.dropped:
+            groups[(d.rid, d.rank, d.reason)].extend(d.signals)
+            counts[(d.rid, d.rank, d.reason)] += 1
+            first.setdefault((d.rid, d.rank, d.reason), d.t)
         for (rid, rank, reason), sigs in sorted(groups.items(),
                                                 key=lambda kv: (rid_order(kv[0][0]), kv[0][1])):
             what = (and_join([s.describe() for s in sigs]) if sigs
@@ -93,7 +93,7 @@ class DrainCheck(Check):
                                                 f"{and_join(list(rids))} at the end of the run", rank=rank,
                                      kind="state-left", t=f.t))
             for rank, items in f.unprocessed:
-                kinds = defaultdict(int)
+                kinds: dict[tuple[str, str], int] = defaultdict(int)
                 for rid, kind in items:
                     kinds[(rid, kind)] += 1
                 text = and_join([f"{plural(n, f'{k} message')} for {r}" for (r, k), n in kinds.items()])

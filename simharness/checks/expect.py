@@ -72,10 +72,10 @@ class ExpectCheck(Check):
             source = f"expect.per_request_kind.{request_kind}"
             for walk, per_node in ctx.scenario.expect.per_request_kind.get(request_kind, {}).items():
                 wanted.setdefault(walk, {}).update({node: (n, source) for node, n in per_node.items()})
-            for walk, per_node in wanted.items():
+            for walk, wanted_here in wanted.items():
                 if walk not in walks:
                     continue
-                for node, (n, key) in per_node.items():
+                for node, (n, key) in wanted_here.items():
                     for rank in placement[ctx.layout.wg_of[(walk, node)]]:
                         got = counts.get((walk, node, rank), 0)
                         if got != n:

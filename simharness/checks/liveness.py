@@ -59,10 +59,10 @@ class LivenessCheck(Check):
                                      request=s.rid, kind="never-admitted", t=s.t))
                 continue
             lines = []
-            chain = []
+            chain: list[dict[str, Any]] = []
             for b in _ordered(s.blocked):
                 held = [h.describe() for h in b.held]
-                entry = {"node": b.node, "rank": b.rank, "wg": b.wg, "counter": b.counter,
+                entry: dict[str, Any] = {"node": b.node, "rank": b.rank, "wg": b.wg, "counter": b.counter,
                          "held": [h.name for h in b.held], "missing": list(b.missing)}
                 if b.gate.startswith(ev.LOCKSTEP_HOLD):
                     text = (f"{b.node}@{b.rank} holds every input but TP lockstep holds it: "
@@ -98,7 +98,7 @@ class LivenessCheck(Check):
                                 for wg, r in s.pending])
             when = ("no event was left" if s.reason == "quiescence"
                     else f"it passed its {ctx.scenario.limits.request_timeout_s:g} s timeout")
-            first = chain[0] if chain else {}
+            first: dict[str, Any] = chain[0] if chain else {}
             # A request admitted just before its deadline, or one whose work is all in flight,
             # has no node that holds or waits for anything yet.
             sentences = [f"{s.rid} hung in walk {s.walk} (pass {s.pass_no}) at t={s.t:.3f} s ({when})",

@@ -103,7 +103,7 @@ class LoopExitCheck(Check):
         if not keys:
             return
         # The rid is dropped from every key: requests that ran alike freeze to equal tuples.
-        items = []
+        items: list[tuple[bool, tuple[Any, ...], Any]] = []
         for begun, k in keys:
             if begun:
                 (_rid, walk, p), name = k
@@ -117,6 +117,7 @@ class LoopExitCheck(Check):
 
     def _thaw(self, rid: str) -> list[tuple[bool, Any]]:
         keys: list[tuple[bool, Any]] = []
+        key: Any  # ((rid, walk, pass), node) of a begun copy, else (rid, walk, pass)
         for begun, k, value in self._frozen.pop(rid, ()):
             if begun:
                 walk, p, name = k

@@ -248,7 +248,7 @@ def run_ended(t: float, ranks: Sequence[RankFinal | None],
     return ev.RunEnded(
         t,
         tuple((f.rank, f.requests_left) for f in got if f.requests_left),
-        tuple((f.rank, tuple(tuple(x) for x in f.unprocessed)) for f in got if f.unprocessed),
+        tuple((f.rank, tuple((rid, kind) for rid, kind in f.unprocessed)) for f in got if f.unprocessed),
         conductor.requests if conductor else (),
         conductor.waiting if conductor else (),
         tuple(f.rank for f in got if f.busy),

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, replace
 from math import prod
+from typing import Any
 
 from simharness import events as ev
 from simharness.ridmap import RidMap
@@ -96,7 +97,8 @@ class RunawayGuard:
         #: rid -> (((walk, node, rank), count, next trip), ...), recent window) of an ended request
         self._ended: RidMap[tuple[tuple[tuple[tuple[str, str, int], int, int], ...],
                                   tuple[str, ...]]] = RidMap()
-        self._interned: dict[object, object] = {}
+        #: one copy of each equal frozen tuple, shared by every ended request that holds it
+        self._interned: dict[Any, Any] = {}
         self._labels: dict[tuple[str, int], str] = {}
 
     def on_WalkStarted(self, e: ev.WalkStarted) -> None:
@@ -109,7 +111,8 @@ class RunawayGuard:
         passes = self._passes.get(rid)
         if passes is not None:
             return passes.get(walk, 0)
-        return dict(self._passes_ended.get(rid, ())).get(walk, 0)
+        ended: tuple[tuple[str, int], ...] = self._passes_ended.get(rid, ())
+        return dict(ended).get(walk, 0)
 
     def on_Forward(self, e: ev.Forward) -> None:
         if self._facts is None:
@@ -145,7 +148,7 @@ class RunawayGuard:
         passes = self._passes.pop(e.rid, None)
         if passes is not None:
             frozen = tuple(sorted(passes.items()))
-            self._passes_ended[e.rid] = intern(frozen, frozen)  # type: ignore[assignment]
+            self._passes_ended[e.rid] = intern(frozen, frozen)
         keys = self._keys_of.pop(e.rid, None)
         if keys is None:
             return
@@ -161,7 +164,7 @@ class RunawayGuard:
         at_limit = any(n >= limit for _k, n, limit in tally)
         window = tuple(recent) if at_limit else ()
         pair = (intern(tally, tally), intern(window, window))
-        self._ended[e.rid] = intern(pair, pair)  # type: ignore[assignment]
+        self._ended[e.rid] = intern(pair, pair)
 
     def _thaw(self, rid: str) -> None:
         frozen, recent = self._ended.pop(rid)
@@ -203,13 +206,12 @@ class RunawayGuard:
     def see(self, event: object) -> None:
         """One event, for a driver that hands them over itself rather than through a
         `Recorder` (the real processes' launcher, as their events arrive)."""
-        t = type(event)
-        if t is ev.Forward:
-            self.on_Forward(event)  # type: ignore[arg-type]
-        elif t is ev.WalkStarted:
-            self.on_WalkStarted(event)  # type: ignore[arg-type]
-        elif t is ev.RequestEnded:
-            self.on_RequestEnded(event)  # type: ignore[arg-type]
+        if type(event) is ev.Forward:
+            self.on_Forward(event)
+        elif type(event) is ev.WalkStarted:
+            self.on_WalkStarted(event)
+        elif type(event) is ev.RequestEnded:
+            self.on_RequestEnded(event)
 
     def report(self) -> list[Runaway]:
         """Every runaway, each with the passes of its walk started by now (for the end of the

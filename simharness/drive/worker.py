@@ -14,7 +14,7 @@ the port's methods and ignores what is yielded. The port is the clock and the tr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any, Protocol, runtime_checkable
 
 from simharness.runtime.effects import (
@@ -32,8 +32,10 @@ from simharness.runtime.scheduler import Batch
 class WorkerPort(Protocol):
     """What a driver supplies to one rank's main loop."""
 
-    #: the rank does nothing more (a crash fault, a shutdown)
-    stopped: bool
+    @property
+    def stopped(self) -> bool:
+        """The rank does nothing more (a crash fault, a shutdown)."""
+        ...
 
     def now(self) -> float: ...
 
@@ -76,7 +78,7 @@ class WorkerPort(Protocol):
         ...
 
 
-def worker_main(loop: Any, port: WorkerPort) -> Iterator[Any]:
+def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
     """Rank `loop.rank`'s main loop over `port`, until the port stops. `loop` is anything with
     `WorkerLoop`'s door (``handle_stimulus``)."""
     door = loop.handle_stimulus
@@ -154,10 +156,10 @@ class OwnMainLoop(Protocol):
     """A worker that brings its own main loop instead of `worker_main` over its door: the real
     mstar stack, which restates ``Worker.run()`` over the same port."""
 
-    def main(self, port: WorkerPort) -> Iterator[Any]: ...
+    def main(self, port: WorkerPort) -> Generator[Any, Any, None]: ...
 
 
-def rank_main(worker: Any, port: WorkerPort) -> Iterator[Any]:
+def rank_main(worker: Any, port: WorkerPort) -> Generator[Any, Any, None]:
     """The process a driver runs for one rank: the worker's own main loop when it brings one,
     else `worker_main` over its door."""
     if isinstance(worker, OwnMainLoop):

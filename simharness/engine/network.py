@@ -41,7 +41,8 @@ class Network:
         # (time, priority, the environment's event counter, event), without a Python call per
         # message: see `engine.tick`. Its time is ``now + delay``, as `schedule` computes it, so
         # the rounding is the same.
-        self._queue = env._queue
+        #: simpy's heap, which holds our `Tick`s beside its own events
+        self._queue: list[Any] = env._queue
         self._eid = env._eid
         self.latency = latency_s
         self.bandwidth = bandwidth_bytes_per_s
@@ -88,6 +89,7 @@ class Network:
     def _send_perturbed(self, key: tuple[int, int], arrival: float,
                         callbacks: tuple[Callable[[Tick], None]], msg: Any, now: float) -> float:
         src, dst = key
+        assert self.faults is not None  # called only with a perturbation plan
         copies, extra = self.faults.on_send(src, dst, msg)
         arrival += extra
         last = self._last_arrival.get(key, 0.0)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from typing import Any
 
 
 class _NotInstalled(ModuleNotFoundError):
@@ -39,7 +40,8 @@ def _real_version(attr: str) -> str:
         raise AttributeError(f"module 'simpy' has no attribute {attr!r}")
     from importlib.metadata import version
 
-    v = sys.modules["simpy"].__version__ = version("simpy")
+    simpy: Any = sys.modules["simpy"]
+    v = simpy.__version__ = version("simpy")
     return v
 
 
@@ -53,7 +55,7 @@ def import_simpy() -> None:
     stand_in.version = _no_version  # type: ignore[attr-defined]
     stand_in.PackageNotFoundError = _NotInstalled  # type: ignore[attr-defined]
     sys.modules["importlib.metadata"] = stand_in
-    importlib.metadata = stand_in  # type: ignore[attr-defined]  # `import a.b` reads it off `a`
+    importlib.metadata = stand_in  # `import a.b` reads it off `a`
     try:
         import simpy
     except Exception:
@@ -67,8 +69,8 @@ def import_simpy() -> None:
     finally:
         del sys.modules["importlib.metadata"]
         if getattr(importlib, "metadata", None) is stand_in:
-            del importlib.metadata  # type: ignore[attr-defined]
+            del importlib.metadata
     if plainly:
         import simpy
     elif "__version__" not in vars(simpy):
-        simpy.__getattr__ = _real_version  # type: ignore[attr-defined]
+        simpy.__getattr__ = _real_version  # type: ignore[method-assign]

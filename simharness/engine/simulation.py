@@ -31,7 +31,7 @@ Nothing here reads the wall clock; `wall_s` is measured by the caller around `ru
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from functools import partial
 from heapq import heappop, heappush
 from typing import Any
@@ -126,10 +126,11 @@ class Simulation:
         if entry is None:
             entry = self._collectives[key] = [0, self.env.event()]
         entry[0] += 1
+        met: simpy.Event = entry[1]
         if entry[0] == len(instance):
             del self._collectives[key]
-            entry[1].succeed()
-        return entry[1]
+            met.succeed()
+        return met
 
     # -- the clock and the transport -----------------------------------------------------------
 
@@ -182,12 +183,12 @@ class Simulation:
 
     # -- workload: the core's closed loop, one simpy process per client -------------------------
 
-    def _workload(self):
+    def _workload(self) -> Generator[simpy.Event, Any, None]:
         env = self.env
         workload = self.workload
         for phase in range(len(workload.phases)):
 
-            def client(phase=phase):
+            def client(phase: int = phase) -> Generator[simpy.Event, Any, None]:
                 while (sub := workload.issue(phase)) is not None:
                     done = self._done[sub.rid] = env.event()
                     self._conduct(Submit(rid=sub.rid, kind=sub.kind))
@@ -229,7 +230,7 @@ class Simulation:
         # instructions). It reads simpy's queue and clock, which is why simpy is pinned; every
         # digest test holds it to the order of events `step` gave, and
         # tests/sim/test_engine_loop.py to `step`'s handling of a process that fails.
-        queue = env._queue
+        queue: list[Any] = env._queue  # simpy's events and our `Tick`s
         guard = self.guard
         handled = 0
         cut: set[str] = set()
@@ -265,7 +266,7 @@ class Simulation:
             if guard is not None and guard.trips != handled:
                 rid = guard.runaways[handled].rid
                 handled += 1
-                if rid in cut or rid not in conductor.requests:
+                if rid in cut or rid not in conductor.open_requests():
                     break  # torn down already, and its work still grows: stop here
                 cut.add(rid)
                 self.stalls.stall(RUNAWAY, self.positions([rid]))
@@ -282,7 +283,7 @@ class Simulation:
                          RidMap((rid, o or "running") for rid, o in self.workload.outcomes.items()),
                          notes=self.notes)
 
-    def _crash(self, worker: SimWorker, at: float):
+    def _crash(self, worker: SimWorker, at: float) -> Generator[simpy.Event, Any, None]:
         yield self.env.timeout(at)
         worker.stopped = True
 
@@ -312,7 +313,7 @@ class SimWorker:
         self._wake: Tick | None = None
         # simpy's queue and event counter: a run and a wake-up are pushed as
         # ``Environment.schedule`` pushes them, without its Python call (see `engine.tick`)
-        self._queue = sim.env._queue
+        self._queue: list[Any] = sim.env._queue
         self._eid = sim.env._eid
         #: the port's ``now()``: simpy's clock, read in C (``Environment.now`` returns ``_now``;
         #: the main loop asks several times per batch)
@@ -341,7 +342,7 @@ class SimWorker:
     def receive(self, handle: Any) -> None:
         if self.inbox:
             msgs, self.inbox = self.inbox, []
-            if self._shuffle:
+            if self._shuffle and self._faults is not None:
                 msgs = self._faults.interleave(msgs)
             handle(msgs)
 

@@ -237,7 +237,7 @@ def _tp_features(scenario: Scenario) -> set[str]:
             if len(g.instances) > 1:
                 out.add("tp.tp_replicas")
     for walk, wf in scenario.walk_facts.items():
-        size = {n: (g.instance_size if (g := _group_of(scenario, n, walk)) else 1) for n in wf.nodes}
+        size = {n: (grp.instance_size if (grp := _group_of(scenario, n, walk)) else 1) for n in wf.nodes}
         if len(set(size.values()) & {1}) and any(v > 1 for v in size.values()):
             out.add("tp.tp1_and_tp")
         for lp in wf.loops.values():

@@ -125,10 +125,10 @@ def _drop_walk(raw: Raw, walk: str) -> Raw | None:
         seq[:] = [w for w in seq if w != walk]
         if not seq:
             empty.add(name)
-    c = _drop_kinds(c, empty) if empty else c
-    if c is None:
+    kept = _drop_kinds(c, empty) if empty else c
+    if kept is None:
         return None
-    return _tidy(c)
+    return _tidy(kept)
 
 
 def _drop_kinds(raw: Raw, names: set[str]) -> Raw | None:

@@ -137,6 +137,7 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
     for sig in sorted(r.findings):
         f = r.findings[sig]
         entry: dict[str, Any] = {"check": f.check, "signature": sig, "count": f.count}
+        path: Path | None  # the case file, if there is one
         if sig in known:
             case = known[sig]
             meta = case.meta

@@ -690,8 +690,8 @@ def placements(draw: Any, graph: dict[str, Any], features: frozenset[str] | None
     # Ranks must be 0..N-1: renumber the ranks used, keeping their order.
     used = sorted({r for g in groups for r in g["ranks"]})
     dense = {r: i for i, r in enumerate(used)}
-    for g in groups:
-        g["ranks"] = [dense[r] for r in g["ranks"]]
+    for group in groups:
+        group["ranks"] = [dense[r] for r in group["ranks"]]
     _as_mstar_accepts(groups, per_walk, _stream_consumers(graph))
     out: dict[str, Any] = {"node_groups": groups}
     if "concurrency" in feats and draw(st.booleans()):

@@ -145,4 +145,5 @@ class WalkFacts(Struct, frozen=True, dict=True):
         def n(lp: Loop) -> int:
             return lp.max_iters if iters is None else iters.get(lp.name, lp.max_iters)
 
-        return list(range(n(chain[-1]))) * prod(n(lp) for lp in chain[:-1])
+        innermost: list[int | None] = list(range(n(chain[-1])))
+        return innermost * prod(n(lp) for lp in chain[:-1])

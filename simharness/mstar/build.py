@@ -238,14 +238,14 @@ def _request_kinds(model: Any, defaults: Any, walks: dict[str, Any], part_walks:
                  "or each partition's initial walk): edit them")
     if len(part_walks) == 1:
         return {w: [w] for w in next(iter(part_walks.values()))}, notes
-    kind: dict[str, Any] = {}
+    generic: dict[str, Any] = {}
     for part in partitions:
         ws = part_walks[part.name]
         if part.producer_partitions and len(ws) == 1:
-            kind[part.name] = [{"walk": ws[0], "until": "final_chunk"}]
+            generic[part.name] = [{"walk": ws[0], "until": "final_chunk"}]
         elif part.initial_walk:
-            kind[part.name] = [part.initial_walk]
-    return {"request": kind}, notes
+            generic[part.name] = [part.initial_walk]
+    return {"request": generic}, notes
 
 
 def _steps_walks(steps: list[Any]) -> list[str]:

@@ -122,7 +122,7 @@ class BuiltModel:
     options: dict[str, Any]
 
 
-def model_class(name: str) -> tuple[type, tuple[str, ...]]:
+def model_class(name: str) -> tuple[Any, tuple[str, ...]]:
     try:
         reg = registry()
     except Exception as exc:

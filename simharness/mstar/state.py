@@ -17,7 +17,8 @@ from simharness.mstar.convert import CARRIES, Carried
 from simharness.mstar.package import graph_module
 from simharness.placement.layout import Layout
 from simharness.runtime.graph_spec import GraphSpec, Semantics
-from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, GraphState, loop_at_rest
+from simharness.runtime.graph_state import CURRENT, NEXT, REJECTED, loop_at_rest
+from simharness.runtime.protocol import WorkerGraphState
 from simharness.runtime.rank import RankRuntime
 from simharness.signals import Signal
 
@@ -251,7 +252,7 @@ class MstarRankRuntime(RankRuntime):
         self._g = graph_module()
         self.templates = {wg: templates[wg] for wg in self.specs}
 
-    def new_state(self, wg_id: str) -> GraphState:
-        return MstarGraphState(self.specs[wg_id], self.templates[wg_id], self._g)  # type: ignore[return-value]
+    def new_state(self, wg_id: str) -> WorkerGraphState:
+        return MstarGraphState(self.specs[wg_id], self.templates[wg_id], self._g)
 
 

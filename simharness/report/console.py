@@ -10,7 +10,7 @@ import re
 import shlex
 import textwrap
 from collections import Counter, defaultdict
-from typing import TextIO
+from typing import Any, TextIO
 
 from simharness.checks.base import rid_order
 from simharness.report.summary import forward_counts, forward_order, request_counts
@@ -82,7 +82,9 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
     w(f"simharness · {sc.name} · runtime {report.runtime} · backend {report.backend} · seed {sc.seed}\n")
     w(f"fingerprint {sc.fingerprint[:23]}…  trace {report.trace_digest[:23]}…\n\n")
 
-    flagged = {(v.walk, v.node, v.rank, v.request) for v in report.violations if v.check == "forwards"}
+    # (a forwards violation names its walk, node, rank and request)
+    flagged: set[tuple[Any, Any, Any, Any]] = {
+        (v.walk, v.node, v.rank, v.request) for v in report.violations if v.check == "forwards"}
     rows: dict[tuple[str, str, int], dict[str, int]] = defaultdict(dict)
     for (walk, node, rank, rid), n in forward_counts(report):
         rows[(walk, node, rank)][rid] = n
@@ -101,9 +103,9 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
             for k, lab in zip(keys, label, strict=True):
                 cells: list = [lab]
                 for rid in rids:
-                    n = rows[k].get(rid)
+                    got = rows[k].get(rid)
                     bad = (k[0], k[1], k[2], rid) in flagged
-                    cells.append(cell(f"{'-' if n is None else n:>{nw}}{'*' if bad else ''}",
+                    cells.append(cell(f"{'-' if got is None else got:>{nw}}{'*' if bad else ''}",
                                       "bad" if bad else None))
                 body.append(cells)
             render_table(out, ["forwards per request", *rids], body)
@@ -112,8 +114,9 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
             for k, lab in zip(keys, label, strict=True):
                 tally = Counter(rows[k].values())
                 text = ", ".join(f"{n} x{m}" for n, m in sorted(tally.items()))
-                bad = sum(1 for rid in rows[k] if (k[0], k[1], k[2], rid) in flagged)
-                body.append([lab, cell(text, "bad" if bad else None), f"({bad} flagged)" if bad else ""])
+                n_bad = sum(1 for rid in rows[k] if (k[0], k[1], k[2], rid) in flagged)
+                body.append([lab, cell(text, "bad" if n_bad else None),
+                             f"({n_bad} flagged)" if n_bad else ""])
             render_table(out, ["forwards per request", "counts (x requests)", ""], body)
     rc = request_counts(report)
     if report.backend == "sim":
@@ -128,17 +131,17 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
     if report.violations:
         groups = group_violations(report.violations)
         w(f"\nviolations ({len(report.violations)}, {len(groups)} distinct):\n")
-        for (check, walk, node, rank, text), rids in groups[:MAX_VIOLATIONS]:
+        for (check, v_walk, v_node, v_rank, text), rids in groups[:MAX_VIOLATIONS]:
             where = " ".join(x for x in (
-                walk or "",
-                f"{node}@{rank}" if node is not None and rank is not None
-                else (f"rank {rank}" if rank is not None else (node or "")),
+                v_walk or "",
+                f"{v_node}@{v_rank}" if v_node is not None and v_rank is not None
+                else (f"rank {v_rank}" if v_rank is not None else (v_node or "")),
             ) if x)
             who = _rids_text(rids)
             head = f"  {check:<10} {who + ' ' if who else ''}{where}: "
-            body = textwrap.wrap(text, width=max(40, width - 6),
-                                 initial_indent=head, subsequent_indent=" " * 13)
-            w("\n".join(body) + "\n")
+            wrapped = textwrap.wrap(text, width=max(40, width - 6),
+                                    initial_indent=head, subsequent_indent=" " * 13)
+            w("\n".join(wrapped) + "\n")
         if len(groups) > MAX_VIOLATIONS:
             w(f"  ... and {len(groups) - MAX_VIOLATIONS} more (--json lists them all)\n")
         by_check = Counter(v.check for v in report.violations)

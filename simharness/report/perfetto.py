@@ -79,7 +79,7 @@ def trace_events(story: Story) -> list[dict[str, Any]]:
                                  "forward": "{} of {}".format(*story.pass_of.get(i, (0, 0))),
                                  "extra": i in story.extra} for i, f in fwds]
         ts = e.t * US
-        slice_ev = {"name": name, "cat": "extra" if extra else e.walk, "ph": "X", "ts": ts,
+        slice_ev: dict[str, Any] = {"name": name, "cat": "extra" if extra else e.walk, "ph": "X", "ts": ts,
                     "dur": max(e.duration * US, 0.001), "pid": pid_of(e.rank), "tid": tid, "args": args}
         if extra:
             slice_ev["cname"] = "terrible"

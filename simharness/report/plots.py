@@ -67,7 +67,7 @@ def timeline(story: Story) -> bytes:
     ax = fig.add_subplot()
     y_of = {lane: i for i, lane in enumerate(rows)}
     bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
-    extra_pts: list[tuple[float, float, float]] = []
+    extra_pts: list[tuple[float, float, int]] = []
     for i, f in story.forwards:
         y = y_of[(f.rank, f.node)]
         bars[(y, f.rid)].append((f.start, max(f.t - f.start, 1e-6)))
@@ -190,7 +190,7 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[bytes, str]:
             ax.text(st.t, -0.6, f" hang ({st.reason})", color=RED, fontsize=8)
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color="#444444", label="message (arrow: sender → receiver)"),
+    handles: list[Any] = [Line2D([], [], color="#444444", label="message (arrow: sender → receiver)"),
                Line2D([], [], color=RED, lw=1.8, label="loop-back sent after the loop's end")]
     if seen_sib:
         handles.append(Line2D([], [], color="#444444", marker=r"$\curvearrowright$", linestyle="",

@@ -127,8 +127,8 @@ def build_story(report: RunReport, command: list[str] | None = None) -> Story:
         key = (e.walk, e.node, e.rank, e.rid)
         seen[(key, e.pass_no)] += 1
         k = seen[(key, e.pass_no)]
-        want = expected.get(key, {})
-        n_exp = len(want.get(e.pass_no, want.get(-1, [])))
+        by_pass = expected.get(key, {})
+        n_exp = len(by_pass.get(e.pass_no, by_pass.get(-1, [])))
         pass_of[i] = (k, n_exp)
         limit = allowed.get((key, e.pass_no))
         if limit is not None:
@@ -240,7 +240,8 @@ def utilisation(story: Story) -> dict[int, float]:
     out = {}
     end = story.end_t or 1.0
     for r in story.ranks:
-        busy, cur_s, cur_e = 0.0, None, None
+        busy, cur_s = 0.0, 0.0
+        cur_e: float | None = None  # the span being merged: cur_s..cur_e
         for s, f in sorted(spans.get(r, [])):
             if cur_e is None or s > cur_e:
                 if cur_e is not None:

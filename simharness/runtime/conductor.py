@@ -245,7 +245,7 @@ class Conductor:
         for wg in msg.wgs:
             ps = req.partitions.get(by_id[wg].partition)
             left = None if ps is None or ps.done else ps.pending.get(wg)
-            if left is None:
+            if ps is None or left is None:
                 state = ("its partition is done" if ps is not None and ps.done
                          else "not a worker graph of the current walk, or already reported by every rank")
                 emit(ev.UnexpectedReport(now, msg.rid, msg.rank, wg,
@@ -300,7 +300,7 @@ class Conductor:
         ps.pending = {}
         self.emit(ev.PartitionDone(now, req.rid, ps.name, reason))
         assert req.assignment is not None
-        sends = []
+        sends: list[Send] = []
         # Once per outgoing connection, to every worker of the consumer partition's worker
         # graphs, not only the consumer's (mstar ``_send_producer_done``); a worker without the
         # stream's buffer takes it as an edgeless INPUT_SIGNALS that changes nothing.

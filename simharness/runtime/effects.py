@@ -21,16 +21,17 @@ from simharness.runtime.messages import Send
 
 
 class _Stimulus(msgspec.Struct, frozen=True, kw_only=True, eq=False):
-    """Base of every stimulus."""
+    """Base of every stimulus. msgspec applies ``kw_only`` per class, so each stimulus says
+    ``kw_only=True`` itself, as each `Message` does."""
 
 
-class Arrived(_Stimulus):
+class Arrived(_Stimulus, frozen=True, kw_only=True):
     """A message arrived (any endpoint)."""
 
     msg: Any
 
 
-class Received(_Stimulus):
+class Received(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: messages that arrived, in arrival order, handled one after the other (a
     driver hands over everything that came while the rank was busy at once: one `Effects` for
     all of them, the events and sends of each message in its turn)."""
@@ -38,7 +39,7 @@ class Received(_Stimulus):
     msgs: list[Any]
 
 
-class Choose(_Stimulus):
+class Choose(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: pick the next batch (and send what choosing it needs: KV pulls, SCHEDULE_TP).
     `poll`: poll the StreamBuffers first (the top of mstar's loop does; the choice mstar 0.2.1
     makes right after a batch, `LoopPolicy.choose_first`, does not)."""
@@ -46,39 +47,39 @@ class Choose(_Stimulus):
     poll: bool = True
 
 
-class Poll(_Stimulus):
+class Poll(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: poll the StreamBuffers (the top of mstar 0.2.1's loop, while the batch it
     chose at the end of the last one runs)."""
 
 
-class Started(_Stimulus):
+class Started(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: the chosen batch begins; it will take `duration`."""
 
     batch: Any
     duration: float
 
 
-class Finished(_Stimulus):
+class Finished(_Stimulus, frozen=True, kw_only=True):
     """Worker loop: the batch has executed; postprocess it."""
 
     batch: Any
 
 
-class Submit(_Stimulus):
+class Submit(_Stimulus, frozen=True, kw_only=True):
     """Conductor: a client submits request `rid` of kind `kind`."""
 
     rid: str
     kind: str
 
 
-class Abort(_Stimulus):
+class Abort(_Stimulus, frozen=True, kw_only=True):
     """Conductor: the API server gives up on `rid` (hung, timeout, runaway)."""
 
     rid: str
     outcome: str
 
 
-class Alarm(_Stimulus):
+class Alarm(_Stimulus, frozen=True, kw_only=True):
     """API server: a timer it set (`Effects.alarms`) went off."""
 
     rid: str

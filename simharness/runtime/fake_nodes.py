@@ -10,7 +10,7 @@ that reads its loop counter and (re)initialises from the walk's start inputs beh
 
 from __future__ import annotations
 
-from simharness.runtime.graph_state import GraphState
+from simharness.runtime.protocol import WorkerGraphState
 from simharness.scenario.model import Scenario, ScriptStep
 from simharness.signals import ORIGIN_WALK_START
 
@@ -51,11 +51,11 @@ class FakeNodes:
         """Tokens one forward adds to the node's KV cache in this walk."""
         return self._facts.get(node, self._default).cost(walk).tokens
 
-    def gate(self, node: str, state: GraphState) -> str:
+    def gate(self, node: str, state: WorkerGraphState) -> str:
         """Why the engine holds `node` now ("" when it does not)."""
         return self.gate_detail(node, state)[0] if node in self._script else ""
 
-    def gate_detail(self, node: str, state: GraphState) -> tuple[str, tuple[str, ...]]:
+    def gate_detail(self, node: str, state: WorkerGraphState) -> tuple[str, tuple[str, ...]]:
         """(why the engine holds `node`, the inputs it waits for); ("", ()) when it does not."""
         steps = self._script.get(node)
         if not steps:

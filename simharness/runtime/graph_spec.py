@@ -165,8 +165,8 @@ class GraphSpec:
                 ns.saved_by[name] = tuple(savers)
         for lp in self.loops.values():
             lp.entity_nodes = tuple(k for k in lp.entities if loop_of(k) is None)
-            lp.entity_loops = tuple(self.loops[name] for k in lp.entities
-                                    if (name := loop_of(k)) is not None)
+            lp.entity_loops = tuple(self.loops[inner] for k in lp.entities
+                                    if (inner := loop_of(k)) is not None)
             lp.registry_name = self.entity_name(loop_key(lp.name))
             of = self.root_of if lp.parent is None else lp.parent.entity_of
             lp.parent_outputs = self.entity_outputs(of, lp.registry_name)

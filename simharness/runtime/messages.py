@@ -24,6 +24,10 @@ class Message(msgspec.Struct, eq=False, kw_only=True, gc=False):
     """Base of every message: built with keywords (a positional slip between two ints or two
     strings would otherwise pass silently), compared by identity.
 
+    msgspec applies ``kw_only`` to the fields of the class that declares it, never to those of a
+    subclass: every message class says ``kw_only=True`` itself (a unit test walks the subclasses
+    and holds each one to it). Keywords cost nothing measurable here: msgspec matches them in C.
+
     Not tracked by the cyclic collector (``gc=False``, as signals and events): a message holds
     strings, numbers, signals, an assignment and plain containers of them, nothing that refers
     back to it, so it can be part of no reference cycle. Tracking cost every send an entry in
@@ -47,7 +51,7 @@ class Send(msgspec.Struct, eq=False, gc=False):
         return f"Send({self.dst}, {self.nbytes}, {type(self.msg).__name__})"
 
 
-class NewRequest(Message):
+class NewRequest(Message, kw_only=True):
     """mstar NEW_REQUEST: state for the request on this rank, and its first inputs here.
 
     `current` gives each partition's first walk (every partition starts at once); `kind` names
@@ -64,7 +68,7 @@ class NewRequest(Message):
     kv: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-class InputSignals(Message):
+class InputSignals(Message, kw_only=True):
     """mstar INPUT_SIGNALS: edges for one request, stamped with the sender's walk and pass."""
 
     kind_name: ClassVar[str] = "input_signals"
@@ -77,7 +81,7 @@ class InputSignals(Message):
     kv: dict[str, tuple[int, int]] | None = None
 
 
-class RemoveRequest(Message):
+class RemoveRequest(Message, kw_only=True):
     """mstar REMOVE_REQUEST. A TP follower ignores the conductor's and waits for its leader's."""
 
     kind_name: ClassVar[str] = "remove_request"
@@ -85,7 +89,7 @@ class RemoveRequest(Message):
     source: str = "conductor"
 
 
-class StopLoops(Message):
+class StopLoops(Message, kw_only=True):
     """mstar STOP_LOOPS: a peer's ``check_stop`` ended these loops of the request's partition."""
 
     kind_name: ClassVar[str] = "stop_loops"
@@ -96,7 +100,7 @@ class StopLoops(Message):
     pass_no: int
 
 
-class ProducerDone(Message):
+class ProducerDone(Message, kw_only=True):
     """The conductor's ``producer_done``: no more items will stream from `partition`."""
 
     kind_name: ClassVar[str] = "producer_done"
@@ -104,7 +108,7 @@ class ProducerDone(Message):
     partition: str
 
 
-class ScheduleTp(Message):
+class ScheduleTp(Message, kw_only=True):
     """mstar SCHEDULE_TP: the instance leader's batch, which every follower runs in order."""
 
     kind_name: ClassVar[str] = "schedule_tp"
@@ -120,7 +124,7 @@ class ScheduleTp(Message):
         return self.rids[0]
 
 
-class KvPullDone(Message):
+class KvPullDone(Message, kw_only=True):
     """A KV pull finished: `tokens` of `label` are now on the pulling rank."""
 
     kind_name: ClassVar[str] = "kv_pull_done"
@@ -130,7 +134,7 @@ class KvPullDone(Message):
     src: int
 
 
-class WorkerGraphsDoneMsg(Message):
+class WorkerGraphsDoneMsg(Message, kw_only=True):
     """mstar WORKER_GRAPHS_DONE, carrying what the rank buffered for the request since the last
     one: persist signals, emits, new tokens, and (rank 0 of an instance) KV sequence lengths."""
 
@@ -148,7 +152,7 @@ class WorkerGraphsDoneMsg(Message):
     tp_rank: int = 0
 
 
-class ResultTensors(Message):
+class ResultTensors(Message, kw_only=True):
     """mstar result_tensors: an emit to the client."""
 
     kind_name: ClassVar[str] = "result_tensors"
@@ -157,7 +161,7 @@ class ResultTensors(Message):
     signal: Signal
 
 
-class RequestComplete(Message):
+class RequestComplete(Message, kw_only=True):
     """mstar request_complete, conductor to API server, with how many emits to expect."""
 
     kind_name: ClassVar[str] = "request_complete"
@@ -165,7 +169,7 @@ class RequestComplete(Message):
     emits: int
 
 
-class TensorReceived(Message):
+class TensorReceived(Message, kw_only=True):
     """mstar TENSOR_RECEIVED: the reader of a rank's tensors (a peer rank, or the API server for
     an emit) acks them so the producer can free its buffers. The model has no buffers; under
     `LoopPolicy.acks` the message still travels, and wakes an idle rank as it does in mstar."""
@@ -174,7 +178,7 @@ class TensorReceived(Message):
     rid: str
 
 
-class ReadsDone(Message):
+class ReadsDone(Message, kw_only=True):
     """mstar READS_DONE: the API server has read every output; teardown may proceed."""
 
     kind_name: ClassVar[str] = "reads_done"

@@ -121,14 +121,17 @@ class WorkerGraphState(Protocol):
     """One request's state in one worker graph (mstar's ``WorkerGraphIO`` with its registries).
 
     `GraphState` is our model of it; `MstarGraphState` wraps the real mstar object. Both pass
-    one conformance suite (tests/unit/test_state_conformance.py). `RankRuntime`, the worker
+    one conformance suite (`simharness.testing.check_worker_graph_state`). `RankRuntime`, the worker
     loop, the scheduler, the fake nodes' gate and the stall report use nothing else.
     """
 
     #: the compiled worker graph: ``id``, ``walk``, ``nodes[name]`` (inputs, outputs, loop)
     spec: Any
-    #: loop name -> its status
-    loops: Mapping[str, LoopStatus]
+
+    @property
+    def loops(self) -> Mapping[str, LoopStatus]:
+        """Loop name -> its status."""
+        ...
 
     def ingest(self, sig: Signal, can_buffer: bool = True) -> str:
         """CURRENT, NEXT, PARKED or REJECTED."""
@@ -194,10 +197,23 @@ class RankRuntimeProtocol(Protocol):
 
     rank: int
     layout: Layout
-    #: rid -> the request's state here (``states``: worker graph -> `WorkerGraphState`,
-    #: ``buffers``, ``assignment``, ``current``)
-    requests: Mapping[str, Any]
-    partition_of: Mapping[str, str]
+
+    @property
+    def requests(self) -> Mapping[str, Any]:
+        """rid -> the request's state here (``states``: worker graph -> `WorkerGraphState`,
+        ``buffers``, ``assignment``, ``current``)."""
+        ...
+
+    @property
+    def partition_of(self) -> Mapping[str, str]:
+        """Walk -> its partition."""
+        ...
+
+    @property
+    def specs(self) -> Mapping[str, Any]:
+        """Worker graph -> its compiled spec (`graph_spec.GraphSpec`: the speculation reads
+        which nodes may schedule ahead, ``spec_nodes``)."""
+        ...
 
     def admit(self, rid: str, walk: str, pass_no: int, assignment: Any,
               partitions: frozenset[str] | None = None) -> None: ...

@@ -34,6 +34,7 @@ from simharness.graph.ir import CLIENT, CONDUCTOR, Edge
 from simharness.placement.layout import Assignment, Layout
 from simharness.runtime.graph_spec import GraphSpec, Semantics
 from simharness.runtime.graph_state import REJECTED, GraphState, loop_at_rest
+from simharness.runtime.protocol import WorkerGraphState
 from simharness.runtime.streams import ChunkSignal, StreamBuffer
 from simharness.signals import ORIGIN_LOOP_OUTPUT, ORIGIN_NODE, Signal
 
@@ -108,7 +109,7 @@ class Held:
 class RequestState:
     rid: str
     assignment: Assignment
-    states: dict[str, GraphState]
+    states: dict[str, WorkerGraphState]
     #: the request's placement, numbered per rank (`RankRuntime.admit`): requests placed alike
     #: share a number, so a node's routing (`_Routes`) is worked out once per placement, not
     #: per request. No default: a state given a number another placement has would be routed
@@ -117,14 +118,14 @@ class RequestState:
     #: partition -> (current walk, pass number), as the last message for it said
     current: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: partition -> this rank's worker graphs of the partition's current walk, in layout order
-    walk_states: dict[str, list[tuple[str, GraphState]]] = field(default_factory=dict)
+    walk_states: dict[str, list[tuple[str, WorkerGraphState]]] = field(default_factory=dict)
     #: the states of `walk_states`, partition after partition: what the scheduler scans for
     #: ready nodes (rebuilt with `walk_states`, by `show_walk`)
-    scan: list[GraphState] = field(default_factory=list)
+    scan: list[WorkerGraphState] = field(default_factory=list)
     #: partition -> node -> the worker graphs of `walk_states` that hold it (one, as placement
     #: divides a walk): where a delivered signal is offered, without asking the others, which
     #: would refuse it
-    by_dest: dict[str, dict[str, list[tuple[str, GraphState]]]] = field(default_factory=dict)
+    by_dest: dict[str, dict[str, list[tuple[str, WorkerGraphState]]]] = field(default_factory=dict)
     #: partition -> loops stopped in its current pass (mstar ``loop_stop_times``)
     stopped: dict[str, set[str]] = field(default_factory=dict)
     #: stream edge name -> the StreamBuffer of its consumer on this rank
@@ -137,7 +138,7 @@ class RequestState:
         derived from it (`scan`, `by_dest`) are rebuilt together."""
         self.walk_states[part] = states = _states_of_walk(self, walk)
         self.scan = [st for of_part in self.walk_states.values() for _, st in of_part]
-        by_dest: dict[str, list[tuple[str, GraphState]]] = {}
+        by_dest: dict[str, list[tuple[str, WorkerGraphState]]] = {}
         for wg_st in states:
             for node in wg_st[1].spec.nodes:
                 by_dest.setdefault(node, []).append(wg_st)
@@ -230,7 +231,7 @@ class _Routes:
             outs = tuple((r, rank_labels[r]) for r in ranks if r not in src_group)
         return _Target(_SLOT, local, local_labels[dest_wg], outs)
 
-    def edge(self, e: Edge, payloads: dict[str, int], default_payload: int
+    def edge(self, e: Edge, payloads: Mapping[str, int], default_payload: int
              ) -> tuple[str, str, bool, bool, int, str, bool, _Target]:
         """The plan of declared edge `e`, made at its first routing and kept."""
         ep = self.edges[id(e)] = (
@@ -239,7 +240,7 @@ class _Routes:
             self.target(e.to, e.stream))
         return ep
 
-    def plain_outputs(self, payloads: dict[str, int], default_payload: int) -> tuple[PlainEdge, ...]:
+    def plain_outputs(self, payloads: Mapping[str, int], default_payload: int) -> tuple[PlainEdge, ...]:
         """The node's own outputs as `PlainEdge`s when each is a plain edge into a node's
         slots (neither persisted nor a new token, not a stream, the client or the conductor);
         else empty: `RankRuntime.complete` then routes them edge by edge."""
@@ -256,7 +257,7 @@ class _Routes:
 PlainEdge = tuple[str, str, int, str, str | None, str, tuple[tuple[int, str], ...]]
 
 
-class Labels(dict):
+class Labels(dict[Any, str]):
     """key -> ``template.format(key)``, each made on first use and kept."""
 
     def __init__(self, template: str) -> None:
@@ -269,10 +270,10 @@ class Labels(dict):
 
 
 #: the `RequestState.by_dest` of a partition with no walk here yet (read-only: shared by all)
-_NOWHERE: Mapping[str, list[tuple[str, GraphState]]] = MappingProxyType({})
+_NOWHERE: Mapping[str, list[tuple[str, WorkerGraphState]]] = MappingProxyType({})
 
 
-def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, GraphState]]:
+def _states_of_walk(req: RequestState, walk: str) -> list[tuple[str, WorkerGraphState]]:
     """The request's worker-graph states on this rank that belong to `walk`, in layout order."""
     return [(wg, st) for wg, st in req.states.items() if st.spec.walk == walk]
 
@@ -316,7 +317,7 @@ class RankRuntime:
         #: for after a request came, went or changed walk (None until then): the scheduler asks
         #: several times per request for each such change, and one flat list spares it a loop
         #: per request at every ask.
-        self._scan: list[tuple[str, GraphState]] | None = None
+        self._scan: list[tuple[str, WorkerGraphState]] | None = None
         self._wg_order: dict[tuple[str, str], int] | None = None
 
     # -- requests -----------------------------------------------------------------------------
@@ -354,7 +355,7 @@ class RankRuntime:
             req.current[part] = (walk, pass_no)
             req.stopped.setdefault(part, set())
 
-    def new_state(self, wg_id: str) -> GraphState:
+    def new_state(self, wg_id: str) -> WorkerGraphState:
         """One request's fresh state in worker graph `wg_id`. An adapter for another runtime
         overrides this to wrap its own per-request object (see `simharness.mstar.state`)."""
         return GraphState(self.specs[wg_id])
@@ -375,7 +376,7 @@ class RankRuntime:
                     self.set_walk(rid, walk, pass_no)
                     break
         by_dest = req.by_dest.get(part, _NOWHERE)
-        out = []
+        out: list[tuple[Signal, str | None, str]] = []
         for sig in signals:
             if sig.stream:
                 buf = req.buffers.get(sig.name)
@@ -440,7 +441,7 @@ class RankRuntime:
 
     # -- scheduling ---------------------------------------------------------------------------
 
-    def _scanned(self) -> list[tuple[str, GraphState]]:
+    def _scanned(self) -> list[tuple[str, WorkerGraphState]]:
         """The scheduler's scan (`_scan`), built again if it is out of date."""
         scan = self._scan
         if scan is None:
@@ -458,17 +459,17 @@ class RankRuntime:
                                       for (walk, node), wg in self.wg_of.items()}
         return order
 
-    def ready_work(self) -> Iterable[tuple[str, str, str, GraphState]]:
+    def ready_work(self) -> Iterable[tuple[str, str, str, WorkerGraphState]]:
         """(node, walk, rid, state) for every ready node, requests in admission order (a list:
         built in one comprehension, cheaper than a generator resumed per item)."""
         return [(node, st.spec.walk, rid, st) for rid, st in self._scanned() if st.ready
                 for node in st.ready]
 
-    def ready_groups(self) -> dict[tuple[str, str], list[tuple[str, GraphState]]]:
+    def ready_groups(self) -> dict[tuple[str, str], list[tuple[str, WorkerGraphState]]]:
         """`ready_work` grouped by (node, walk), as the scheduler picks among them: each group's
         (rid, state) in `ready_work`'s order, groups in the order of their first ready node.
         Built here in one pass, without a 4-tuple per ready node."""
-        groups: dict[tuple[str, str], list[tuple[str, GraphState]]] = {}
+        groups: dict[tuple[str, str], list[tuple[str, WorkerGraphState]]] = {}
         for rid_st in self._scan or self._scanned():
             st = rid_st[1]
             if st.ready:
@@ -481,7 +482,7 @@ class RankRuntime:
                         group.append(rid_st)
         return groups
 
-    def state_of(self, rid: str, walk: str, node: str) -> GraphState | None:
+    def state_of(self, rid: str, walk: str, node: str) -> WorkerGraphState | None:
         req = self.requests.get(rid)
         if req is None:
             return None
@@ -558,6 +559,7 @@ class RankRuntime:
         # slots: by their flat plans, with the questions the edge-by-edge path asks of each
         # edge (its plan, persist, new token, stream or endpoint) answered once.
         flat = bool(plain) and items is plan.outputs
+        item: Any  # a `PlainEdge` when flat, else an `Edge` or a re-injected `Signal`
         for item in plain if flat else items:
             if flat:
                 name, dest, nbytes, origin, local, local_label, outs = item

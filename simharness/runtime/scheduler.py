@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from simharness.runtime.graph_state import GraphState
-from simharness.runtime.rank import RankRuntime
+from simharness.runtime.protocol import RankRuntimeProtocol, WorkerGraphState
 
 
 @dataclass
@@ -45,9 +44,9 @@ class MicroScheduler:
     def __init__(
         self,
         max_batch: Callable[[str, str], int | None],
-        gate: Callable[[str, str, str, GraphState], str],
+        gate: Callable[[str, str, str, WorkerGraphState], str],
         batching: str = "minibatch",
-        held: Callable[[str, str, str, GraphState], None] | None = None,
+        held: Callable[[str, str, str, WorkerGraphState], None] | None = None,
         gated: Collection[str] | None = None,
     ) -> None:
         #: the cap of a (node, walk) batch; None: no cap (minibatch: the engine splits it)
@@ -78,7 +77,7 @@ class MicroScheduler:
 
     def next_batch(
         self,
-        runtime: RankRuntime,
+        runtime: RankRuntimeProtocol,
         blocked: set[str],
         skip: Callable[[str, str, str], bool] | None = None,
         exclude: tuple[str, str] | None = None,
@@ -130,7 +129,7 @@ class MicroScheduler:
             rids.append(rid)
         return self._cap(best, rids)
 
-    def _from_backlog(self, runtime: RankRuntime, blocked: set[str]) -> Batch | None:
+    def _from_backlog(self, runtime: RankRuntimeProtocol, blocked: set[str]) -> Batch | None:
         for key, rids in list(self.backlog.items()):
             node, walk = key
             runnable = []
@@ -158,10 +157,10 @@ class MicroScheduler:
     def follower_batch(self, node: str, walk: str, rids: list[str]) -> Batch:
         return self._numbered(node, walk, rids)
 
-    def _numbered(self, node: str, walk: str, rids: list[str], **flags: bool) -> Batch:
+    def _numbered(self, node: str, walk: str, rids: list[str], speculative: bool = False) -> Batch:
         self.batch_number += 1
         self.last_scheduled[(node, walk)] = self.batch_number
-        return Batch(node, walk, rids, self.batch_number, **flags)
+        return Batch(node, walk, rids, self.batch_number, speculative=speculative)
 
     def _cap(self, key: tuple[str, str], rids: list[str]) -> Batch:
         cap = None if self._max_batch is None else self._max_batch(key[0], key[1])

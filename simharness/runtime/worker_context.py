@@ -23,13 +23,16 @@ class LoopContext(Protocol):
     scenario: Scenario
     #: the fake nodes' engine-level behaviour (`runtime.fake_nodes.FakeNodes`)
     nodes: Any
-    #: rid -> this rank's record of the request (`worker_parts.RequestRecord`)
-    records: Mapping[str, Any]
     #: the round-robin scheduler (`runtime.scheduler.MicroScheduler`)
     scheduler: Any
     #: the other parts, for the questions one part asks another
     lockstep: Any
     teardown: Any
+
+    @property
+    def records(self) -> Mapping[str, Any]:
+        """rid -> this rank's record of the request (`worker_parts.RequestRecord`)."""
+        ...
 
     def emit(self, event: Any) -> None:
         """Record a trace event."""

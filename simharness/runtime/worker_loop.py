@@ -38,6 +38,7 @@ Nothing here reads a clock: `now` comes from the driver.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -45,7 +46,7 @@ from simharness import events as ev
 from simharness.rng import draw_stop
 from simharness.runtime.effects import Arrived, Choose, Effects, Finished, Poll, Received, Started
 from simharness.runtime.fake_nodes import FakeNodes
-from simharness.runtime.graph_state import REJECTED, GraphState
+from simharness.runtime.graph_state import REJECTED
 from simharness.runtime.messages import (
     CONDUCTOR_ID,
     InputSignals,
@@ -59,7 +60,7 @@ from simharness.runtime.messages import (
     TensorReceived,
 )
 from simharness.runtime.parts import WorkerParts
-from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol, StallPosition
+from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol, StallPosition, WorkerGraphState
 from simharness.runtime.rank import Completion
 from simharness.runtime.scheduler import Batch, MicroScheduler
 from simharness.runtime.stall import blocked_nodes
@@ -161,13 +162,13 @@ class WorkerLoop:
         else:
             raise TypeError(f"a worker loop takes Received, Arrived, Choose, Poll, Started or "
                             f"Finished, not {t.__name__}")
-        events = self._events
+        events: Sequence[Any] = self._events
         if events:
             events = events[:]
             self._events.clear()
         else:
             events = ()  # (choosing a batch mostly emits nothing)
-        completions = self._completions
+        completions: Sequence[Completion] = self._completions
         if completions:
             self._completions = []
         else:
@@ -291,7 +292,7 @@ class WorkerLoop:
 
     # -- engine gates -------------------------------------------------------------------------
 
-    def gate(self, node: str, walk: str, rid: str, st: GraphState) -> str:
+    def gate(self, node: str, walk: str, rid: str, st: WorkerGraphState) -> str:
         """Why the engine would not run `node` for `rid` now ("" when it would). Pure. Only the
         scenario's gated nodes (`Scenario.gated_nodes`: a scripted gate or a KV-cache label) can
         be held: the scheduler asks about no other node."""
@@ -299,13 +300,14 @@ class WorkerLoop:
             return ""
         return self.nodes.gate(node, st) or self.kv.wait(node, rid)
 
-    def held(self, node: str, walk: str, rid: str, st: GraphState) -> None:
+    def held(self, node: str, walk: str, rid: str, st: WorkerGraphState) -> None:
         """The gate held `node` for `rid` while choosing work: when it waits for KV pages (and
         not for a scripted input), start their pull, as mstar's ``check_ready`` does."""
         if not self.nodes.gate(node, st):
             self.kv.start(node, rid)
 
-    def gate_detail(self, node: str, walk: str, rid: str, st: GraphState) -> tuple[str, tuple[str, ...]]:
+    def gate_detail(self, node: str, walk: str, rid: str,
+                    st: WorkerGraphState) -> tuple[str, tuple[str, ...]]:
         """For reports: why the engine holds `node` and which inputs it waits for."""
         why, waits = self.nodes.gate_detail(node, st)
         if why:
@@ -351,14 +353,15 @@ class WorkerLoop:
         self.emit(ev.BatchStarted(now, self.rank, batch.node, batch.walk, tuple(batch.rids),
                                   batch.number, duration))
         label = self.nodes.kv_label(batch.node) if batch.node in self._gated else None
-        for rid in batch.rids if label is not None else ():
-            if rid in self.runtime.requests:
-                rec = self.records[rid]
-                known = rec.kv_known.get(label)
-                if known is None or known[0] == self.rank:
-                    continue  # the pages were written here: nothing to pull
-                have = rec.kv_local.get(label, 0)
-                self.emit(ev.KvUsed(now, self.rank, rid, batch.node, batch.walk, label, have, known[1]))
+        if label is not None:
+            for rid in batch.rids:
+                if rid in self.runtime.requests:
+                    rec = self.records[rid]
+                    known = rec.kv_known.get(label)
+                    if known is None or known[0] == self.rank:
+                        continue  # the pages were written here: nothing to pull
+                    have = rec.kv_local.get(label, 0)
+                    self.emit(ev.KvUsed(now, self.rank, rid, batch.node, batch.walk, label, have, known[1]))
         self.busy = True
         self.in_flight = set(batch.rids)
         batch.start = now
@@ -405,7 +408,7 @@ class WorkerLoop:
 
     # -- postprocess --------------------------------------------------------------------------
 
-    def _check_stop(self, rid: str, node: str, walk: str, st: GraphState) -> list[str]:
+    def _check_stop(self, rid: str, node: str, walk: str, st: WorkerGraphState) -> list[str]:
         """The fake node's ``check_stop``: which dynamic loops this forward ends."""
         out = []
         lp = st.spec.nodes[node].loop

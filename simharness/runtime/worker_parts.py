@@ -199,7 +199,7 @@ class Lockstep:
             st.pop_ready(head.node)
         self.follow.popleft()
         self.streak += 1
-        batch = loop.scheduler.follower_batch(head.node, head.walk, list(head.rids))
+        batch: Batch = loop.scheduler.follower_batch(head.node, head.walk, list(head.rids))
         batch.instance = runtime.instance_of(head.rids[0], head.walk, head.node)
         batch.tp_number = head.number
         self.meeting = batch
@@ -350,7 +350,9 @@ class KvPulls:
         if label is None:
             return None
         rec = self.loop.records.get(rid)
-        known = rec.kv_known.get(label) if rec is not None else None
+        if rec is None:
+            return None
+        known = rec.kv_known.get(label)
         if known is None:
             return None
         src, tokens = known
@@ -410,8 +412,8 @@ class Reports:
                 nbytes = 0
                 for s in sigs:
                     nbytes += s.nbytes
-                # (positional: a Struct takes them faster than keywords, once per message)
-                sends.append(Send(r, nbytes, InputSignals(rid, walk, pass_no, sigs, rank)))
+                sends.append(Send(r, nbytes, InputSignals(rid=rid, walk=walk, pass_no=pass_no,
+                                                          signals=sigs, src=rank)))
         if not (c.to_conductor or c.to_client or c.new_tokens or c.stream_local or c.partition_done
                 or c.completed_wgs):
             return  # most completions: nothing to buffer for a report, nothing to report

@@ -284,7 +284,7 @@ def parse_partitions(raw: Any, walks: dict[str, Section]) -> dict[str, tuple[str
 
 
 def parse_streams(raw: Any, partitions: dict[str, tuple[str, ...]]) -> tuple[Connection, ...]:
-    out = []
+    out: list[Connection] = []
     for i, item in enumerate(f.sequence(raw, "graph.streams")):
         path = f.join("graph.streams", i)
         m = f.mapping(item, path, ("from", "to", "edge", "policy"), required=("from", "to", "edge", "policy"))
@@ -326,7 +326,8 @@ def _policy(raw: Any, path: str) -> ChunkPolicySpec:
         lo = f.integer(b[small], f.join(p, small), minimum=small_min, maximum=MAX_COUNT, unit="items")
         if lo > hi:
             raise ScenarioError(f.join(p, small), f"expected a {small} <= {big} ({hi}), got {lo}")
-        return ChunkPolicySpec(kind, **{big: hi, small: lo})
+        sizes: dict[str, Any] = {big: hi, small: lo}  # the policy's own two field names
+        return ChunkPolicySpec(kind, **sizes)
     b = f.mapping(body, p, ("chunk", "continue_after_done"), required=("chunk",))
     chunk = f.integer(b["chunk"], f.join(p, "chunk"), minimum=1, maximum=MAX_COUNT, unit="items")
     return ChunkPolicySpec(kind, chunk=chunk,

@@ -186,7 +186,7 @@ def parse_text(text: str) -> Any:
 
 
 def _parse(loader_class: type[_Limited], text: str) -> Any:
-    loader = loader_class(text)  # type: ignore[call-arg]
+    loader = loader_class(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -194,7 +194,7 @@ def _parse(loader_class: type[_Limited], text: str) -> Any:
         _check_size(node)
         return loader.construct_document(node)
     finally:
-        loader.dispose()  # type: ignore[attr-defined]
+        loader.dispose()
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

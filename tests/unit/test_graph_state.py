@@ -6,7 +6,7 @@ from simharness.graph.ir import Edge, Loop, Node, Sequential
 from simharness.runtime.graph_spec import GraphSpec, Semantics
 from simharness.runtime.graph_state import CURRENT, NEXT, PARKED, REJECTED, GraphState
 from simharness.signals import Signal
-from tests.factories import denoise_loop, denoise_start, route_back
+from simharness.testing import denoise_loop, denoise_start, route_back
 
 _seq = itertools.count()
 PY = Semantics("all", False)

@@ -15,8 +15,8 @@ from simharness.run import RunChecks, run_scenario, simulate
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
 from simharness.scenario.loader import load_scenario
+from simharness.testing import signal
 from tests.conftest import SCENARIOS
-from tests.factories import signal
 from tests.helpers import build, node, raw_scenario
 
 
@@ -136,7 +136,8 @@ def test_every_timeout_is_reported_at_its_deadline_while_other_work_goes_on():
 
 
 def _rank_with_b_ready():
-    from tests.factories import arrived, bench, input_signals, signal
+    from simharness.testing import arrived, input_signals, signal
+    from tests.factories import bench
 
     b = bench()
     loop = b.loops[1]

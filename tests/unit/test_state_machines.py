@@ -18,7 +18,8 @@ from simharness.runtime.messages import (
     WorkerGraphsDoneMsg,
 )
 from simharness.runtime.protocol import LoopPolicy, RankRuntimeProtocol
-from tests.factories import arrived, bench, input_signals, remove, result, signal
+from simharness.testing import arrived, input_signals, remove, result, signal
+from tests.factories import bench
 
 
 def kinds(effects) -> list[str]:

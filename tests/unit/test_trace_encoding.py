@@ -9,6 +9,7 @@ import pytest
 
 from simharness import events as ev
 from simharness.run import simulate
+from simharness.testing import signal
 from simharness.trace import (
     BLOCK,
     DIGEST_SCHEME,
@@ -18,7 +19,6 @@ from simharness.trace import (
     hash_block,
     other_scheme,
 )
-from tests.factories import signal
 
 
 def _events(bagel):

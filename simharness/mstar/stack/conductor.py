@@ -114,7 +114,7 @@ class StackConductor:
         while True:
             self._iteration()
             self._preprocess()
-            local = []
+            local: list[Send] = []
             for s in self.stack.take_sends(CONDUCTOR_ID):
                 (local if s.dst == CONDUCTOR_ID else out).append(s)
             if not local:

@@ -141,11 +141,11 @@ def install() -> None:
     clock = _Clock()
     for mod, attr in CLOCK_NAMES:
         setattr(importlib.import_module(mod), attr, clock)
-    worker = importlib.import_module("mstar.worker.worker")
+    worker: Any = importlib.import_module("mstar.worker.worker")
     worker.sleep = clock.sleep
     for mod, attr, prefix in UUID_NAMES:
         setattr(importlib.import_module(mod), attr, _uuid(prefix))
-    conductor = importlib.import_module("mstar.conductor.conductor")
+    conductor: Any = importlib.import_module("mstar.conductor.conductor")
     for module in (worker, conductor):
         module.make_communicator = _forward("make_communicator", module.make_communicator)
     worker.create_tensor_communication_manager = _forward(
@@ -246,12 +246,12 @@ def _launch_workers(original: Callable[..., Any]) -> Callable[..., Any]:
     return launch
 
 
-def _engine_manager(real: type) -> type:
+def _engine_manager(real: Any) -> type:
     """mstar's ``EngineManager`` with a ``build`` (engine_manager.py:25-99: submodules, weights,
     CUDA) that asks the active stack for its fake engine instead."""
     original_build = real.build
 
-    class StackEngineManager(real):  # type: ignore[misc, valid-type]
+    class StackEngineManager(real):
         @staticmethod
         def build(*args: Any, **kwargs: Any) -> Any:
             stack = _ACTIVE
