@@ -48,6 +48,7 @@ import zmq
 
 from real_backends import control as ctl
 from real_backends import teardown
+from real_backends.faults import RealFaults, option_faults
 from real_backends.options import RealOptions
 from real_backends.transport import Endpoints, Transport, endpoint_name, process_name
 from simharness import events as ev
@@ -150,6 +151,8 @@ class Launcher:
         self._killed = False
         self._probing = False
         self._check_fault()
+        #: what the options' faults do here: the slow ranks' factors, the rank to kill and when
+        self.faults = RealFaults.of(option_faults(options.kill, options.slow_ranks))
 
     def _check_fault(self) -> None:
         """Refuse a `--kill-rank` that cannot fire, rather than run and pass without it."""
@@ -203,7 +206,7 @@ class Launcher:
             "time_scale": self.options.time_scale,
             "compute_share": self.options.compute_share,
             "threads_per_rank": self.options.threads_per_rank,
-            "slow_ranks": {str(r): f for r, f in self.options.slow_ranks.items()},
+            "slow_ranks": {str(r): f for r, f in self.faults.slow_ranks.items()},
             "parent_pid": os.getpid(),
         }
 
@@ -425,12 +428,11 @@ class Launcher:
         self.workload.stopped = True
 
     def _main_loop(self) -> None:
-        opts = self.options
         deadline = self.deadline_s
         hard_stop: float | None = None
         next_probe = 0.0
         prev: tuple[Any, ...] | None = None
-        kill_at = None if opts.kill is None else opts.kill[1]
+        kill = self.faults.kill
         self._submit(self.workload.start())
         while True:
             if self.transport.wait(5):
@@ -444,9 +446,9 @@ class Launcher:
                 self.end = "crash"
                 self._crash(dead)
                 return
-            if kill_at is not None and not self._killed and now >= kill_at and opts.kill:
+            if kill is not None and not self._killed and now >= kill[1]:
                 self._killed = True
-                victim = self.children.get(opts.kill[0])
+                victim = self.children.get(kill[0])
                 if victim is not None and victim.proc.poll() is None:
                     os.kill(victim.pid, signal.SIGKILL)
             if hard_stop is None and now >= deadline:
@@ -647,9 +649,10 @@ def _event_json(e: Any) -> Any:
 
 
 def refuse_perturbations(scenario: Scenario, command: str = "run") -> None:
-    """Real processes do not apply `schedule:` or `faults:` (their timing is the machine's and
-    their faults are `--kill-rank`): refuse such a scenario rather than run another one, with
-    the way out `command` has (``confirm`` has no --backend: it always runs both)."""
+    """Real processes do not apply `schedule:` or `faults:` (their timing is the machine's, and
+    their faults are the backend's own options, `real_backends.faults`): refuse such a scenario
+    rather than run another one, with the way out `command` has (``confirm`` has no --backend: it
+    always runs both)."""
     for key, what, extra in (("faults", "inject scenario faults",
                               " (a rank crash on real processes: --kill-rank)"),
                              ("schedule", "apply schedule perturbations", "")):

@@ -27,9 +27,10 @@ class RealOptions:
     by device, `COMPUTE_SHARE`). ``deadline_s``: the run deadline; None derives it from the
     scenario (`real_backends.launcher.derive_deadline`).
     ``kill``: a fault to inject, (rank, seconds after the start): the launcher kills that rank
-    with SIGKILL, to exercise crash detection.
+    with SIGKILL, to exercise crash detection (a ``crash`` fault).
     ``slow_ranks``: a fault to inject, rank -> factor (> 0) on the budget of every batch that
-    rank runs, as a slower device would (the simulation's ``slow_rank`` fault).
+    rank runs, as a slower device would (``slow_rank`` faults). Both are carried out as those
+    kinds' faults (`real_backends.faults`).
     """
 
     device: str = "cpu"

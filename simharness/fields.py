@@ -26,6 +26,8 @@ from simharness.wording import hint
 _SIZE_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
 #: No byte size in a scenario is larger (a payload, a KV cache per token): 1 TiB.
 MAX_SIZE = 1024**4
+#: Longest time a scenario may name (a request timeout, a fault's moment): about 11 days.
+MAX_SECONDS = 1_000_000.0
 _SIZE_UNITS = {
     "b": 1,
     "kb": 1000,

@@ -101,7 +101,7 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
         port.chosen(chose.batch)
         return chose.batch
 
-    def idle() -> Iterator[Any]:
+    def idle() -> Generator[Any, Any, None]:
         # nothing to run: wait for a message (or, where a poll of the rank's StreamBuffers
         # would find a chunk, for `poll_s` at most), then a moment for the rest of its burst.
         # A bounded wait that ended with no message, the poll after it starting nothing, is

@@ -10,10 +10,13 @@ Built from a scenario's ``schedule:`` and ``faults:`` keys (`Scenario.schedule`,
   different senders (each sender's own order is kept: FIFO per link), and the pick among ready
   (node, walk) pairs tied in the round-robin.
 
-Faults: a delayed message holds the later messages of its link behind it (FIFO per
-sender-receiver pair is the one ordering mstar relies on, and it is kept); a duplicated message
-arrives twice in a row; a dropped message never arrives; a slow rank's service times are scaled;
-a crashed rank finishes nothing after its crash time and loses every message sent to it.
+Faults: each kind (`simharness.faults`) installs itself through the hooks this plan offers
+(`FaultHooks`): a scaled service time on a rank (``slow_rank``), a rule consulted for every
+message that leaves (``delay``, ``duplicate``, ``drop``: the copies to deliver and the extra
+latency), a rank stopped at a moment (``crash``: it finishes nothing after it and loses every
+message sent to it; `Simulation` carries that out). A delayed message still holds the later
+messages of its link behind it (`Network`): FIFO per sender-receiver pair is the one ordering
+mstar relies on, and it is kept.
 
 When a scenario has neither key the driver does not build this object at all, so unperturbed
 runs are exactly what they were before perturbations existed (same trace digests).
@@ -23,43 +26,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from simharness.faults import SendRule
+from simharness.faults import kind as fault_kind
 from simharness.rng import RandomStreams
 from simharness.runtime.messages import CLIENT_ID, CONDUCTOR_ID
-from simharness.scenario.model import Fault, Scenario
+from simharness.scenario.model import Scenario
 
 _ENDPOINTS = {"conductor": CONDUCTOR_ID, "client": CLIENT_ID}
 
 
-def _endpoint(value: int | str | None) -> int | None:
-    if value is None:
-        return None
-    return _ENDPOINTS[value] if isinstance(value, str) else value
-
-
-class _MessageFault:
-    __slots__ = ("kind", "message", "src", "dst", "nth", "delay_s", "seen")
-
-    def __init__(self, fault: Fault) -> None:
-        self.kind = fault.kind
-        self.message = fault.message
-        self.src = _endpoint(fault.src)
-        self.dst = _endpoint(fault.dst)
-        self.nth = fault.nth
-        self.delay_s = fault.delay_ms / 1000.0
-        #: matching messages seen so far
-        self.seen = 0
-
-    def matches(self, src: int, dst: int, kind: str) -> bool:
-        if kind != self.message or (self.src is not None and src != self.src):
-            return False
-        if self.dst is not None and dst != self.dst:
-            return False
-        self.seen += 1
-        return self.seen == self.nth
-
-
 class Perturbations:
-    """The perturbation plan of one run; the driver consults it at a few hooks."""
+    """The perturbation plan of one run; the driver consults it at a few hooks. The faults'
+    `FaultHooks` (their kinds install themselves through `scale_service`, `intercept_sends` and
+    `stop_rank`)."""
 
     def __init__(self, scenario: Scenario, streams: RandomStreams) -> None:
         sched = scenario.schedule
@@ -69,15 +48,14 @@ class Perturbations:
         self._service = streams.stream("schedule.service")
         self._link = streams.stream("schedule.link")
         self._ties = streams.stream("schedule.ties")
-        self._message_faults = [_MessageFault(f) for f in scenario.faults if f.message is not None]
+        #: what each message leaving is put through, in the order of the scenario's faults
+        self._send_rules: list[SendRule] = []
+        #: rank -> the factor on its service times
         self.slow: dict[int, float] = {}
         #: rank -> simulated time of its crash
         self.crashes: dict[int, float] = {}
-        for f in scenario.faults:
-            if f.kind == "slow_rank" and f.rank is not None:
-                self.slow[f.rank] = self.slow.get(f.rank, 1.0) * f.factor
-            elif f.kind == "crash" and f.rank is not None:
-                self.crashes[f.rank] = min(self.crashes.get(f.rank, f.at_ms / 1000.0), f.at_ms / 1000.0)
+        for fault in scenario.faults:
+            fault_kind(fault.kind).install(fault, self)
 
     @classmethod
     def build(cls, scenario: Scenario, streams: RandomStreams) -> Perturbations | None:
@@ -85,7 +63,21 @@ class Perturbations:
             return None
         return cls(scenario, streams)
 
-    # -- hooks --------------------------------------------------------------------------------
+    # -- FaultHooks: where the faults' kinds act ----------------------------------------------
+
+    def endpoint(self, name: int | str) -> int:
+        return _ENDPOINTS[name] if isinstance(name, str) else name
+
+    def scale_service(self, rank: int, factor: float) -> None:
+        self.slow[rank] = self.slow.get(rank, 1.0) * factor
+
+    def intercept_sends(self, rule: SendRule) -> None:
+        self._send_rules.append(rule)
+
+    def stop_rank(self, rank: int, at_s: float) -> None:
+        self.crashes[rank] = min(self.crashes.get(rank, at_s), at_s)
+
+    # -- hooks the driver calls -----------------------------------------------------------------
 
     def service_time(self, rank: int, duration: float) -> float:
         factor = self.slow.get(rank, 1.0)
@@ -99,16 +91,10 @@ class Perturbations:
         copies, extra = 1, 0.0
         if self.link_jitter_s:
             extra += float(self._link.uniform(0.0, self.link_jitter_s))
-        if self._message_faults:
+        if self._send_rules:
             kind = getattr(msg, "kind_name", "")
-            for mf in self._message_faults:
-                if mf.matches(src, dst, kind):
-                    if mf.kind == "drop":
-                        copies = 0
-                    elif mf.kind == "duplicate":
-                        copies = max(copies, 2) if copies else 0
-                    else:
-                        extra += mf.delay_s
+            for rule in self._send_rules:
+                copies, extra = rule(src, dst, kind, copies, extra)
         return copies, extra
 
     def interleave(self, msgs: list[Any]) -> list[Any]:

@@ -4,10 +4,10 @@ Each ordered (sender, receiver) pair is one link that carries one message at a t
 starts when the link is free, takes ``bytes / bandwidth`` to transmit and ``latency`` to arrive.
 Arrival times on one link therefore never decrease, which gives mstar's only ordering guarantee
 (FIFO per sender-receiver pair, reference/mstar_semantics.md section 7.1); messages on different
-links may overtake each other. Delivery is a `Tick` that carries the message, scheduled on the
-simpy environment, whose one callback is the receiving endpoint's handler (`Network.connect`):
-``deliver(tick)``, which reads ``tick.msg`` (the callbacks are one tuple per endpoint, made once:
-an arrival allocates nothing but its `Tick`).
+links may overtake each other. Delivery is a `Tick` that carries the message, queued on the
+simulation's clock (`clock.Clock.at`), whose one callback is the receiving endpoint's handler
+(`Network.connect`): ``deliver(tick)``, which reads ``tick.msg`` (the callbacks are one tuple
+per endpoint, made once: an arrival allocates nothing but its `Tick`).
 
 With a perturbation plan (`simharness.engine.faults`) a message may get extra latency, arrive
 twice or not at all; it still never overtakes an earlier message of its link.
@@ -17,13 +17,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
-import simpy
-from simpy.events import NORMAL
-
-from simharness.engine.tick import Tick
+from simharness.engine.clock import Clock, Tick
 from simharness.runtime.messages import Send
 
 if TYPE_CHECKING:
@@ -34,16 +30,12 @@ CONTROL_BYTES = 512
 
 
 class Network:
-    def __init__(self, env: simpy.Environment, latency_s: float, bandwidth_bytes_per_s: float,
+    def __init__(self, clock: Clock, latency_s: float, bandwidth_bytes_per_s: float,
                  faults: Perturbations | None = None) -> None:
-        self.env = env
-        # An arrival is pushed onto simpy's queue here, as ``Environment.schedule`` would push it
-        # (time, priority, the environment's event counter, event), without a Python call per
-        # message: see `engine.tick`. Its time is ``now + delay``, as `schedule` computes it, so
-        # the rounding is the same.
-        #: simpy's heap, which holds our `Tick`s beside its own events
-        self._queue: list[Any] = env._queue
-        self._eid = env._eid
+        self.clock = clock
+        #: queues an arrival at its time, ``now + delay`` as ``Environment.schedule`` computes it
+        #: (so the rounding is the same)
+        self._at = clock.at
         self.latency = latency_s
         self.bandwidth = bandwidth_bytes_per_s
         self._free_at: dict[tuple[int, int], float] = {}
@@ -59,7 +51,7 @@ class Network:
 
     def send(self, src: int, dst: int, payload_bytes: int, msg: Any, now: float | None = None) -> float:
         """One message: `send_all` of it alone. Returns its arrival time."""
-        return self.send_all(src, (Send(dst, payload_bytes, msg),), self.env.now if now is None else now)
+        return self.send_all(src, (Send(dst, payload_bytes, msg),), self.clock.now() if now is None else now)
 
     def send_all(self, src: int, sends: Iterable[Send], now: float) -> float:
         """Schedule each `Send`'s arrival at its connected endpoint, in order (a send that names
@@ -69,7 +61,7 @@ class Network:
         The hot path of every message: the link arithmetic is written out here rather than
         called per message (a message is one link's FIFO slot, then latency)."""
         free_at, bandwidth, latency = self._free_at, self.bandwidth, self.latency
-        callbacks, queue, eid = self._callbacks, self._queue, self._eid
+        callbacks, at = self._callbacks, self._at
         faults = self.faults
         arrival = 0.0
         for s in sends:
@@ -83,7 +75,7 @@ class Network:
             if faults is not None:
                 arrival = self._send_perturbed(key, arrival, callbacks[s.dst], s.msg, now)
                 continue
-            heappush(queue, (now + (arrival - now), NORMAL, next(eid), Tick(callbacks[s.dst], s.msg)))
+            at(now + (arrival - now), Tick(callbacks[s.dst], s.msg))
         return arrival
 
     def _send_perturbed(self, key: tuple[int, int], arrival: float,
@@ -102,5 +94,5 @@ class Network:
             delay = math.nextafter(delay, math.inf)
         self._last_arrival[key] = now + delay
         for _ in range(copies):
-            heappush(self._queue, (now + delay, NORMAL, next(self._eid), Tick(callbacks, msg)))
+            self._at(now + delay, Tick(callbacks, msg))
         return arrival

@@ -32,12 +32,9 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Generator, Iterable, Sequence
-from functools import partial
-from heapq import heappop, heappush
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL
 
 from simharness import events as ev
 from simharness.drive.core import (
@@ -53,9 +50,9 @@ from simharness.drive.core import (
 )
 from simharness.drive.result import RunResult
 from simharness.drive.worker import rank_main
+from simharness.engine.clock import Clock, Tick
 from simharness.engine.faults import Perturbations
 from simharness.engine.network import Network
-from simharness.engine.tick import Tick
 from simharness.placement.layout import Layout
 from simharness.ridmap import RidMap
 from simharness.rng import RandomStreams
@@ -88,11 +85,13 @@ class Simulation:
         self.policy: LoopPolicy = runtime.policy
         self.layout = layout or Layout.build(scenario)
         self.env = simpy.Environment()
+        #: the environment's queue and clock, which the run steps and feeds by hand
+        self.clock = Clock(self.env)
         self.streams = RandomStreams(scenario.seed)
         self.recorder = Recorder(observers, keep=keep_trace, digest=digest)
         net = scenario.network
         self.faults = Perturbations.build(scenario, self.streams)
-        self.network = Network(self.env, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8, self.faults)
+        self.network = Network(self.clock, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8, self.faults)
         self.fake_nodes = FakeNodes(scenario)
         emit = self.recorder.emit
         tie_break = self.faults.tie_break if self.faults is not None and self.faults.shuffle_ties else None
@@ -138,7 +137,7 @@ class Simulation:
         return self.env.now
 
     def send_all(self, src: int, sends: list[Send]) -> None:
-        self.network.send_all(src, sends, self.env._now)
+        self.network.send_all(src, sends, self.clock.now())
 
     def _conduct(self, stimulus: Any) -> None:
         eff = self.conductor.handle_stimulus(stimulus, self.env.now)
@@ -224,13 +223,7 @@ class Simulation:
             for rank, at in sorted(self.faults.crashes.items()):
                 env.process(self._crash(self.workers[rank], at))
         conductor = self.conductor
-        # The loop takes the events off simpy's queue itself: what ``Environment.step`` does
-        # (pop the earliest, advance the clock, run its callbacks, raise an undefused failure),
-        # without a call to `peek` and one to `step` per event (0.75% of a forward's
-        # instructions). It reads simpy's queue and clock, which is why simpy is pinned; every
-        # digest test holds it to the order of events `step` gave, and
-        # tests/sim/test_engine_loop.py to `step`'s handling of a process that fails.
-        queue: list[Any] = env._queue  # simpy's events and our `Tick`s
+        clock = self.clock
         guard = self.guard
         handled = 0
         cut: set[str] = set()
@@ -239,31 +232,8 @@ class Simulation:
         # conductor is asked again only once the next event lies beyond it.
         horizon = -INF
         while True:
-            if not queue:
-                # Nothing left to happen: whatever has not ended never will.
-                unfinished = conductor.unfinished()
-                if not unfinished:
-                    break
-                self.stalls.stall(QUIESCENCE, self.positions(unfinished))
-                horizon = -INF
-                continue
-            t = queue[0][0]
-            if t > horizon:
-                deadline = conductor.next_deadline()
-                if deadline is not None and deadline[0] < t:
-                    if deadline[0] > env.now:
-                        env.run(until=deadline[0])
-                    self.stalls.stall(TIMEOUT, self.positions([deadline[1]]))
-                    horizon = -INF
-                    continue
-                horizon = t if deadline is None else deadline[0]
-            env._now, _, _, event = heappop(queue)
-            callbacks, event.callbacks = event.callbacks, None
-            for callback in callbacks:
-                callback(event)
-            if not event._ok and not hasattr(event, "_defused"):
-                _raise_failure(event)
-            if guard is not None and guard.trips != handled:
+            # Events up to the horizon, without a question per event (`Clock.step_until`).
+            if clock.step_until(horizon, guard, handled):
                 rid = guard.runaways[handled].rid
                 handled += 1
                 if rid in cut or rid not in conductor.open_requests():
@@ -271,6 +241,24 @@ class Simulation:
                 cut.add(rid)
                 self.stalls.stall(RUNAWAY, self.positions([rid]))
                 horizon = -INF
+                continue
+            t = clock.next_time()
+            if t is None:
+                # Nothing left to happen: whatever has not ended never will.
+                unfinished = conductor.unfinished()
+                if not unfinished:
+                    break
+                self.stalls.stall(QUIESCENCE, self.positions(unfinished))
+                horizon = -INF
+                continue
+            deadline = conductor.next_deadline()
+            if deadline is not None and deadline[0] < t:
+                if deadline[0] > env.now:
+                    clock.advance(deadline[0])
+                self.stalls.stall(TIMEOUT, self.positions([deadline[1]]))
+                horizon = -INF
+                continue
+            horizon = t if deadline is None else deadline[0]
         self.recorder.emit(run_ended(env.now, [rank_final(w.loop) for w in self.workers],
                                      conductor_final(conductor)))
         return RunResult(self.scenario, self.runtime_name, self.layout, self.recorder, env.now,
@@ -288,18 +276,6 @@ class Simulation:
         worker.stopped = True
 
 
-def _raise_failure(event: simpy.Event) -> None:
-    """A failed event nothing defused (a process that raised): raise a copy of its exception
-    with it as the cause, as ``Environment.step`` does. A signal that stopped a process
-    (`interrupts.Interrupted`, a KeyboardInterrupt) is raised as it is: it is not the process's
-    failure but the command's stop, and it carries what the command found so far."""
-    if isinstance(event._value, KeyboardInterrupt):
-        raise event._value
-    exc = type(event._value)(*event._value.args)
-    exc.__cause__ = event._value
-    raise exc
-
-
 class SimWorker:
     """A rank in virtual time: the `WorkerPort` of a `WorkerLoop` run by a simpy process."""
 
@@ -311,13 +287,11 @@ class SimWorker:
         self.inbox: list[Any] = []
         #: what the idle rank waits on, until the first message arrives
         self._wake: Tick | None = None
-        # simpy's queue and event counter: a run and a wake-up are pushed as
-        # ``Environment.schedule`` pushes them, without its Python call (see `engine.tick`)
-        self._queue: list[Any] = sim.env._queue
-        self._eid = sim.env._eid
-        #: the port's ``now()``: simpy's clock, read in C (``Environment.now`` returns ``_now``;
-        #: the main loop asks several times per batch)
-        self.now = partial(getattr, sim.env, "_now")
+        #: queue a run or a wait, and a wake-up, as simpy would (`Clock.after`, `Clock.wake`)
+        self._after = sim.clock.after
+        self._wake_up = sim.clock.wake
+        #: the port's ``now()``: the simulated time, read in C (`Clock.now`)
+        self.now = sim.clock.now
         #: set by a crash fault: the rank finishes nothing more and loses what is sent to it
         self.stopped = False
         self._duration_of = sim.fake_nodes.duration
@@ -335,7 +309,7 @@ class SimWorker:
         wake = self._wake
         if wake is not None:  # idle: the first arrival wakes the rank (as `Event.succeed` would)
             self._wake = None
-            heappush(self._queue, (self.env._now, NORMAL, next(self._eid), wake))
+            self._wake_up(wake)
 
     # -- WorkerPort ---------------------------------------------------------------------------
 
@@ -350,7 +324,7 @@ class SimWorker:
         if effects.events:
             self._emit_all(effects.events)
         if effects.sends:
-            self._send_all(self.rank, effects.sends, self.env._now)
+            self._send_all(self.rank, effects.sends, self.now())
 
     def chosen(self, batch: Batch | None) -> None:
         pass
@@ -359,18 +333,18 @@ class SimWorker:
         wake = self._wake = Tick([])
         if timeout is not None:
             alarm = Tick([lambda _tick: self._alarm(wake)])
-            heappush(self._queue, (self.env._now + timeout, NORMAL, next(self._eid), alarm))
+            self._after(timeout, alarm)
         return wake
 
     def _alarm(self, wake: Tick) -> None:
         """An idle wait's `timeout` ran out: wake the rank unless a message did already."""
         if self._wake is wake:
             self._wake = None
-            heappush(self._queue, (self.env._now, NORMAL, next(self._eid), wake))
+            self._wake_up(wake)
 
     def wait(self, seconds: float) -> Tick:
         tick = Tick([])
-        heappush(self._queue, (self.env._now + seconds, NORMAL, next(self._eid), tick))
+        self._after(seconds, tick)
         return tick
 
     def duration(self, batch: Batch) -> float:
@@ -384,7 +358,7 @@ class SimWorker:
 
     def execute(self, batch: Batch, duration: float) -> Tick:
         tick = Tick([])  # what `env.timeout(duration)` would schedule, made in C
-        heappush(self._queue, (self.env._now + duration, NORMAL, next(self._eid), tick))
+        self._after(duration, tick)
         return tick
 
     def finished(self, effects: Effects) -> None:

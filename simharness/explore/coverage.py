@@ -14,6 +14,8 @@ from collections import Counter
 from typing import Any
 
 from simharness import events as ev
+from simharness.faults import kinds as fault_kinds
+from simharness.faults.message import MessageFaultSpec
 from simharness.graph.derive import loop_back_pairs, loop_external_inputs
 from simharness.graph.ir import (
     CLIENT,
@@ -39,8 +41,9 @@ UNIVERSE: dict[str, tuple[str, ...]] = {
               "seeded_by_conductor", "seeded_upstream", "combiner_reads_state",
               "per_iteration_emit", "single_iteration", "output_to_node", "output_to_client",
               "output_persisted"),
-    "faults": ("service_jitter", "link_jitter", "shuffle_ties", "delay", "duplicate", "drop",
-               "slow_rank", "crash", "stop_loops"),
+    # the schedule's perturbations, every fault kind (`simharness.faults`), a fault on STOP_LOOPS
+    "faults": ("service_jitter", "link_jitter", "shuffle_ties", *(k.name for k in fault_kinds()),
+               "stop_loops"),
     # streaming partitions: the chunk policy of each stream, where its producer runs, what the
     # run released (a partial final chunk, empty chunks after the producer was done), a request
     # kind that skips the consumer's partition
@@ -169,7 +172,7 @@ def static_features(scenario: Scenario, layout: Layout) -> frozenset[str]:
     if sched.shuffle_ties:
         out.add("faults.shuffle_ties")
     out |= {"faults." + f.kind for f in scenario.faults}
-    if any(f.message == "stop_loops" for f in scenario.faults):
+    if any(isinstance(f, MessageFaultSpec) and f.message == "stop_loops" for f in scenario.faults):
         out.add("faults.stop_loops")
     if scenario.connections:
         out |= _stream_features(scenario)

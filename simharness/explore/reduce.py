@@ -23,6 +23,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from simharness.faults import kind as fault_kind
+from simharness.faults import names as fault_names
+
 Raw = dict[str, Any]
 
 
@@ -248,6 +251,12 @@ def _tidy(c: Raw) -> Raw | None:
     return _renumber(c)
 
 
+def _rank_keys(fault: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of a fault whose value may be a rank (its kind's `FaultKind.rank_keys`)."""
+    name = fault.get("kind")
+    return fault_kind(name).rank_keys if isinstance(name, str) and name in fault_names() else ()
+
+
 def _renumber(c: Raw) -> Raw | None:
     """Ranks 0..N-1 again after groups or ranks were removed; faults follow their rank."""
     groups = c["placement"]["node_groups"]
@@ -258,7 +267,7 @@ def _renumber(c: Raw) -> Raw | None:
     faults = []
     for fault in c.get("faults", []):
         keep = True
-        for key in ("rank", "from", "to"):
+        for key in _rank_keys(fault):
             v = fault.get(key)
             if isinstance(v, int) and not isinstance(v, bool):
                 if v in new:

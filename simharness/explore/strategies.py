@@ -58,11 +58,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from simharness import faults
+from simharness.faults.message import MessageFault
 from simharness.scenario.lockstep import first_refusal
-from simharness.scenario.model import FAULT_MESSAGES, NodeGroup
-
-#: Messages every example's faults may target; ``stop_loops`` has a feature of its own.
-MESSAGES = tuple(m for m in FAULT_MESSAGES if m != "stop_loops")
+from simharness.scenario.model import NodeGroup
 
 #: Features an example may switch on (swarm testing); `scenarios(features=...)` restricts them.
 FEATURES = ("parallel", "loops", "nested_loops", "multi_member_loops", "several_walks",
@@ -730,54 +729,33 @@ def schedules(draw: Any) -> dict[str, Any]:
     return out
 
 
-def _endpoint(num_ranks: int) -> st.SearchStrategy[Any]:
-    return st.one_of(st.none(), st.integers(0, num_ranks - 1), st.just("conductor"))
-
-
 @st.composite
 def fault_lists(draw: Any, num_ranks: int, tolerated_only: bool = False) -> list[dict[str, Any]]:
-    """The ``faults:`` list: 0-2 faults among delay, duplicate, drop, slow_rank and crash."""
-    kinds = ["delay", "slow_rank"] + ([] if tolerated_only else ["duplicate", "drop", "crash"])
-    out = []
-    slow: set[int] = set()
+    """The ``faults:`` list: 0-2 faults of the registered kinds (`simharness.faults`), each drawn
+    by its kind; the tolerated kinds first, then (unless `tolerated_only`) the others."""
+    names = [n for n in faults.names() if faults.kind(n).tolerated or not tolerated_only]
+    out: list[dict[str, Any]] = []
     for _ in range(draw(st.integers(0, 2))):
-        kind = draw(st.sampled_from(kinds))
-        if kind in ("slow_rank", "crash"):
-            fault: dict[str, Any] = {"kind": kind, "rank": draw(st.integers(0, num_ranks - 1))}
-            if kind == "slow_rank":
-                # Slow, not stalled: a runtime must still finish within the request timeout.
-                if fault["rank"] in slow:
-                    continue
-                slow.add(fault["rank"])
-                fault["factor"] = draw(st.sampled_from((2.0, 5.0)))
-            else:
-                fault["at_ms"] = draw(st.sampled_from((0.0, 1.0, 5.0, 20.0)))
-        else:
-            fault = {"kind": kind, "message": draw(st.sampled_from(MESSAGES))}
-            src, dst = draw(_endpoint(num_ranks)), draw(_endpoint(num_ranks))
-            if src is not None:
-                fault["from"] = src
-            if dst is not None:
-                fault["to"] = dst
-            fault["nth"] = draw(st.integers(1, 6))
-            if kind == "delay":
-                fault["delay_ms"] = draw(st.sampled_from((0.1, 1.0, 10.0, 100.0)))
-        out.append(fault)
+        fault = faults.kind(draw(st.sampled_from(names))).draw(draw, num_ranks, out)
+        if fault is not None:
+            out.append(fault)
     return out
 
 
 @st.composite
 def stop_loops_faults(draw: Any, num_ranks: int, tolerated_only: bool = False) -> dict[str, Any]:
     """A fault on a STOP_LOOPS message (a peer's ``check_stop`` telling the other copies of a
-    dynamic loop that it ended): delayed, or (untolerated) duplicated or dropped."""
-    kind = "delay" if tolerated_only else draw(st.sampled_from(("delay", "duplicate", "drop")))
-    fault: dict[str, Any] = {"kind": kind, "message": "stop_loops"}
+    dynamic loop that it ended), of a kind that acts on one message (`MessageFault`); with
+    `tolerated_only`, of a tolerated one."""
+    kinds = [k for k in faults.kinds(tolerated_only) if isinstance(k, MessageFault)]
+    # one kind to choose from takes no draw
+    kind = kinds[0] if len(kinds) == 1 else faults.kind(draw(st.sampled_from(tuple(k.name for k in kinds))))
+    fault: dict[str, Any] = {"kind": kind.name, "message": "stop_loops"}
     dst = draw(st.one_of(st.none(), st.integers(0, num_ranks - 1)))
     if dst is not None:
         fault["to"] = dst
     fault["nth"] = draw(st.integers(1, 3))
-    if kind == "delay":
-        fault["delay_ms"] = draw(st.sampled_from((0.1, 1.0, 10.0, 100.0)))
+    fault.update(kind.draw_effect(draw))
     return fault
 
 

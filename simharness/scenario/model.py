@@ -15,6 +15,7 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import force_setattr
 
+from simharness.faults.base import FaultSpec
 from simharness.graph.analysis import WalkFacts
 from simharness.graph.ir import Section
 from simharness.records import compared_without, shown_without
@@ -206,19 +207,6 @@ class KvConfig(Struct, frozen=True):
     bytes_per_token: int = 56 * 1024
 
 
-#: Fault kinds the protocol tolerates: a correct runtime must still pass under them.
-TOLERATED_FAULTS = ("delay", "slow_rank")
-#: Fault kinds mstar has no defence against (ZMQ between live peers neither loses nor
-#: duplicates; there are no health checks): every runtime degrades, so a failure under them
-#: counts as a runtime bug only where the reference runtime does not fail the same way.
-UNTOLERATED_FAULTS = ("duplicate", "drop", "crash")
-FAULT_KINDS = TOLERATED_FAULTS + UNTOLERATED_FAULTS
-#: Messages a delay, duplicate or drop fault can target (``stop_loops``: a peer's STOP_LOOPS to
-#: the other copies of a dynamic loop).
-FAULT_MESSAGES = ("new_request", "input_signals", "remove_request", "worker_graphs_done",
-                  "result_tensors", "stop_loops")
-
-
 class Schedule(Struct, frozen=True):
     """Schedule perturbations the protocol permits, all drawn from the scenario's seed.
 
@@ -237,35 +225,6 @@ class Schedule(Struct, frozen=True):
     @property
     def active(self) -> bool:
         return bool(self.service_jitter or self.link_jitter_us or self.shuffle_ties)
-
-
-@compared_without("path")
-class Fault(Struct, frozen=True):
-    """One injected fault (``faults:`` in the YAML).
-
-    ``delay``/``duplicate``/``drop`` target the ``nth`` message (1-based, in send order) of kind
-    ``message`` from ``src`` to ``dst`` (a rank, ``conductor`` or ``client``; None matches any).
-    A delayed message holds later messages on its link behind it (FIFO is kept). ``slow_rank``
-    scales every service time on ``rank`` by ``factor``; ``crash`` stops ``rank`` at ``at_ms``
-    of simulated time: it finishes nothing more and every message to it is lost.
-    """
-
-    kind: str
-    message: str | None = None
-    src: int | str | None = None
-    dst: int | str | None = None
-    nth: int = 1
-    #: A delay of 0 or a factor of 1 would be a fault that does nothing: the defaults are the
-    #: smallest fault that does something (these were the loader's defaults all along).
-    delay_ms: float = 1.0
-    rank: int | None = None
-    factor: float = 2.0
-    at_ms: float = 0.0
-    path: str = ""
-
-    @property
-    def tolerated(self) -> bool:
-        return self.kind in TOLERATED_FAULTS
 
 
 class CorpusMeta(Struct, frozen=True):
@@ -313,7 +272,8 @@ class Scenario(Struct, frozen=True, dict=True):
     #: The validated plain-data form, for writing a scenario back out (fuzz cases, reports).
     raw: Mapping[str, Any] = field(default_factory=dict)
     schedule: Schedule = field(default_factory=Schedule)
-    faults: tuple[Fault, ...] = ()
+    #: the injected faults, each its kind's record (`simharness.faults`)
+    faults: tuple[FaultSpec, ...] = ()
     #: what the loader accepted as mstar does but the user should know (printed as notes)
     notes: tuple[str, ...] = ()
     #: walk -> its facts; computed once (by the loader, which needs them to check the sections

@@ -13,16 +13,16 @@ from typing import Any
 
 from simharness import fields as f
 from simharness.errors import ScenarioError
+from simharness.faults import FaultSpec
+from simharness.faults import kind as fault_kind
+from simharness.faults import names as fault_names
 from simharness.graph.analysis import WalkFacts
 from simharness.graph.divide import group_of_nodes
 from simharness.scenario import sources
 from simharness.scenario.lockstep import check_lockstep_groups
 from simharness.scenario.model import (
-    FAULT_KINDS,
-    FAULT_MESSAGES,
     CorpusMeta,
     Expect,
-    Fault,
     KvConfig,
     Limits,
     Network,
@@ -45,8 +45,6 @@ TRANSPORTS = ("shm", "ipc", "tcp", "rdma")
 MAX_RANKS = 4096
 #: Most requests in one phase, whatever --allow-large says (the cost check comes on top).
 MAX_REQUESTS_HARD = 10**9
-#: Longest time a scenario may name (a request timeout, a fault's moment): about 11 days.
-MAX_SECONDS = 1_000_000.0
 MAX_SEED = 2**64 - 1
 
 
@@ -330,7 +328,7 @@ def parse_kv(raw: Any) -> KvConfig:
 def parse_limits(raw: Any) -> Limits:
     m = f.mapping(raw, "limits", ("request_timeout_s",))
     return Limits(f.number(m.get("request_timeout_s", f.default(Limits, "request_timeout_s")),
-                           "limits.request_timeout_s", positive=True, maximum=MAX_SECONDS,
+                           "limits.request_timeout_s", positive=True, maximum=f.MAX_SECONDS,
                            unit="seconds"))
 
 
@@ -351,25 +349,9 @@ def parse_schedule(raw: Any) -> Schedule:
     )
 
 
-def _endpoint(value: Any, path: str, num_ranks: int) -> int | str:
-    if value in ("conductor", "client"):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < num_ranks:
-        return value
-    raise ScenarioError(path, f"expected a rank 0..{num_ranks - 1}, conductor or client, "
-                              f"got {f.describe(value)}{_hint_of(value, ('conductor', 'client'))}")
-
-
-_FAULT_KEYS = {
-    "delay": ("kind", "message", "from", "to", "nth", "delay_ms"),
-    "duplicate": ("kind", "message", "from", "to", "nth"),
-    "drop": ("kind", "message", "from", "to", "nth"),
-    "slow_rank": ("kind", "rank", "factor"),
-    "crash": ("kind", "rank", "at_ms"),
-}
-
-
-def parse_faults(raw: Any, num_ranks: int) -> tuple[Fault, ...]:
+def parse_faults(raw: Any, num_ranks: int) -> tuple[FaultSpec, ...]:
+    """The ``faults:`` list: each entry read by its kind (`simharness.faults`)."""
+    kinds = fault_names()
     out = []
     for i, item in enumerate(f.sequence(raw, "faults")):
         path = f.join("faults", i)
@@ -377,40 +359,14 @@ def parse_faults(raw: Any, num_ranks: int) -> tuple[Fault, ...]:
             raise ScenarioError(path, f"expected a mapping with a kind, got {f.describe(item)}")
         if "kind" not in item:
             raise ScenarioError(f.join(path, "kind"), f"missing required key (one of "
-                                                      f"{', '.join(FAULT_KINDS)})")
-        kind = item["kind"]
-        if kind not in FAULT_KINDS:
-            raise ScenarioError(f.join(path, "kind"), f"expected one of {', '.join(FAULT_KINDS)}, "
-                                                      f"got {f.describe(kind)}{_hint_of(kind, FAULT_KINDS)}")
-        m = f.mapping(item, path, _FAULT_KEYS[kind], required=_FAULT_KEYS[kind][:2])
-        if kind in ("slow_rank", "crash"):
-            rank = m["rank"]
-            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < num_ranks:
-                raise ScenarioError(f.join(path, "rank"), f"expected a rank 0..{num_ranks - 1}, "
-                                                          f"got {f.describe(rank)}")
-            out.append(Fault(kind, rank=rank,
-                             factor=f.number(m.get("factor", f.default(Fault, "factor")),
-                                             f.join(path, "factor"), positive=True, maximum=1000,
-                                             unit="times the service time"),
-                             at_ms=f.number(m.get("at_ms", f.default(Fault, "at_ms")),
-                                            f.join(path, "at_ms"), minimum=0,
-                                            maximum=MAX_SECONDS * 1000, unit="milliseconds"),
-                             path=path))
-            continue
-        message = m["message"]
-        if message not in FAULT_MESSAGES:
-            raise ScenarioError(f.join(path, "message"), f"expected one of {', '.join(FAULT_MESSAGES)}, "
-                                                         f"got {f.describe(message)}"
-                                                         f"{_hint_of(message, FAULT_MESSAGES)}")
-        src = None if m.get("from") is None else _endpoint(m["from"], f.join(path, "from"), num_ranks)
-        dst = None if m.get("to") is None else _endpoint(m["to"], f.join(path, "to"), num_ranks)
-        out.append(Fault(kind, message=message, src=src, dst=dst,
-                         nth=f.integer(m.get("nth", f.default(Fault, "nth")), f.join(path, "nth"),
-                                       minimum=1, maximum=10**9, unit="messages"),
-                         delay_ms=f.number(m.get("delay_ms", f.default(Fault, "delay_ms")),
-                                           f.join(path, "delay_ms"), minimum=0,
-                                           maximum=MAX_SECONDS * 1000, unit="milliseconds"),
-                         path=path))
+                                                      f"{', '.join(kinds)})")
+        name = item["kind"]
+        if name not in kinds:
+            raise ScenarioError(f.join(path, "kind"), f"expected one of {', '.join(kinds)}, "
+                                                      f"got {f.describe(name)}{_hint_of(name, kinds)}")
+        kind = fault_kind(name)
+        m = f.mapping(item, path, kind.keys, required=kind.keys[:2])
+        out.append(kind.parse(m, path, num_ranks))
     return tuple(out)
 
 

@@ -1,11 +1,11 @@
 """The simulation's own stepping of simpy's queue, and its `Tick` events, behave as simpy's.
 
-`Simulation._run` takes events off the environment's queue itself instead of calling
+`engine.clock.Clock` takes events off the environment's queue itself instead of calling
 ``Environment.step``; a batch's run, an idle rank's wake-up and a message's arrival are `Tick`
 structs instead of simpy `Timeout`s and `Event`s. The digest tests hold both to the order of
 events simpy gave before; these tests hold the rest: a failing process still ends the run with
-its exception, and a `Tick` takes its place among simpy's own events exactly as a timeout of
-the same delay would.
+its exception, a `Tick` takes its place among simpy's own events exactly as a timeout of the
+same delay would, and no module but the clock reads simpy's private state.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import simpy
 from simpy.events import NORMAL
 
-from simharness.engine.tick import Tick
+from simharness.engine.clock import Clock, Tick
 from simharness.run import simulate
 from simharness.runtime.parts import WorkerParts
 from simharness.runtime.profiles import MstarPython
@@ -101,7 +101,7 @@ def test_an_arrival_is_queued_as_environment_schedule_queues_it():
     delays = []
 
     def by_network(env):
-        net = Network(env, 10e-6, 1e9)
+        net = Network(Clock(env), 10e-6, 1e9)
         net.connect(1, lambda tick: None)
         for n in (0, 4096, 1 << 20):
             delays.append(net.send(0, 1, n, "m", env.now) - env.now)
@@ -109,3 +109,63 @@ def test_an_arrival_is_queued_as_environment_schedule_queues_it():
     ours = queue_after(by_network)
     theirs = queue_after(lambda env: [env.schedule(Tick((print,)), NORMAL, d) for d in delays])
     assert ours == theirs and [e[3] for e in ours].count("Tick") == 3
+
+
+def test_the_clock_queues_as_simpy_queues():
+    """`Clock.at`, `after` and `wake` make the entries ``Environment.schedule`` makes for a timeout
+    of that delay and ``Event.succeed`` for an event that fires now."""
+
+    def queue_after(push):
+        env = simpy.Environment()
+        env.run(until=env.timeout(0.3))
+        env.timeout(0.1)
+        push(env)
+        return [(t, prio, eid) for t, prio, eid, _ in sorted(env._queue)]
+
+    def ours(env):
+        clock = Clock(env)
+        clock.at(env.now + 0.2, Tick([]))
+        clock.after(0.5, Tick([]))
+        clock.wake(Tick([]))
+
+    def theirs(env):
+        env.schedule(Tick([]), NORMAL, 0.2)
+        env.timeout(0.5)
+        env.event().succeed()
+
+    assert queue_after(ours) == queue_after(theirs)
+
+
+def test_the_clock_steps_to_its_horizon_and_stops_at_a_guard_s_trip():
+    env = simpy.Environment()
+    clock = Clock(env)
+    seen: list[float] = []
+
+    class Guard:
+        trips = 0
+
+    def mark(_event):
+        seen.append(env.now)
+        if env.now == 2.0:
+            Guard.trips += 1
+
+    for t in (1.0, 2.0, 3.0, 4.0):
+        clock.at(t, Tick([mark]))
+    assert clock.step_until(1.5, Guard, 0) is False and seen == [1.0] and clock.next_time() == 2.0
+    assert clock.step_until(10.0, Guard, 0) is True and seen == [1.0, 2.0]  # the trip, at once
+    assert clock.step_until(10.0, Guard, 1) is False and seen == [1.0, 2.0, 3.0, 4.0]
+    assert clock.next_time() is None and clock.now() == 4.0
+
+
+def test_only_the_clock_touches_simpy_s_private_state():
+    """Every read or write of simpy's internals is in `engine/clock.py`, beside the reason simpy
+    is pinned."""
+    import ast
+
+    pkg = Path(__file__).resolve().parents[2] / "simharness"
+    private = {"_queue", "_eid", "_now", "_defused", "_ok"}
+    bad = [f"{path.relative_to(pkg)}:{n.lineno}: {n.attr}" for path in pkg.rglob("*.py")
+           if path != pkg / "engine" / "clock.py"
+           for n in ast.walk(ast.parse(path.read_text()))
+           if isinstance(n, ast.Attribute) and n.attr in private]
+    assert bad == []

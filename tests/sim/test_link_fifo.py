@@ -14,6 +14,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simharness.engine.clock import Clock
 from simharness.engine.network import Network
 
 
@@ -31,7 +32,7 @@ def _deliveries(sends: list[tuple[float, float]]) -> list[int]:
     """Send message i at time sends[i][0] with extra latency sends[i][1] on one link; return
     the order they arrive in."""
     env = simpy.Environment()
-    net = Network(env, latency_s=0.0, bandwidth_bytes_per_s=float("inf"),
+    net = Network(Clock(env), latency_s=0.0, bandwidth_bytes_per_s=float("inf"),
                   faults=_Extra([extra for _, extra in sends]))
     got: list[int] = []
     net.connect(1, lambda tick: got.append(tick.msg))

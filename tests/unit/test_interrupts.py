@@ -83,7 +83,7 @@ def test_an_interruption_survives_being_copied_from_its_args(sig):
 def test_a_signal_stopping_a_simulated_process_is_raised_as_it_is():
     import simpy
 
-    from simharness.engine.simulation import _raise_failure
+    from simharness.engine.clock import _raise_failure
 
     env = simpy.Environment()
     stop = Interrupted(signal.SIGTERM, partial="so far")

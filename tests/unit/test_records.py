@@ -11,10 +11,12 @@ import pickle
 import msgspec
 import pytest
 
+from simharness.faults.delay import DelayFault
+from simharness.faults.drop import DropFault
 from simharness.graph.ir import Edge
 from simharness.records import compared_without, shown_without
 from simharness.scenario.loader import load_scenario
-from simharness.scenario.model import Fault, NodeGroup
+from simharness.scenario.model import NodeGroup
 from tests.conftest import ROOT
 
 
@@ -58,10 +60,11 @@ def test_model_records_compare_as_before() -> None:
     # equal (the loader and the shrinker compare sections read from different files).
     assert Edge("x", "b", path="p") == Edge("x", "b", path="q")
     assert NodeGroup(("n",), (0,), path="p") == NodeGroup(("n",), (0,), path="q")
-    assert Fault("drop", path="faults[0]") == Fault("drop", path="faults[3]")
-    assert Fault("drop") != Fault("delay")
+    drop = DropFault(message="new_request", path="faults[0]")
+    assert drop == DropFault(message="new_request", path="faults[3]")
+    assert drop != DelayFault(message="new_request")
     with pytest.raises(AttributeError):
-        Fault("drop").kind = "delay"  # type: ignore[misc]
+        drop.nth = 2  # type: ignore[misc]
 
 
 def test_a_scenario_compares_without_its_source_and_survives_a_round_trip(tmp_path) -> None:
