@@ -98,8 +98,9 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
     def choose(stimulus: Any = CHOOSE) -> Batch | None:
         chose = door(stimulus, port.now())
         apply(chose)
-        port.chosen(chose.batch)
-        return chose.batch
+        batch: Batch | None = chose.batch
+        port.chosen(batch)
+        return batch
 
     def idle() -> Generator[Any, Any, None]:
         # nothing to run: wait for a message (or, where a poll of the rank's StreamBuffers

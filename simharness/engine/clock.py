@@ -66,7 +66,7 @@ class Clock:
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
-        self._queue: list[tuple[float, int, int, Any]] = env._queue
+        self._queue: list[Any] = env._queue
         self._eid = env._eid
         #: the current time, read in C (``Environment.now`` is a Python property over ``_now``;
         #: a rank asks several times per batch)

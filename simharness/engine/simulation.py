@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Generator, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import simpy
@@ -162,7 +163,11 @@ class Simulation:
             self.send_all(CLIENT_ID, eff.sends)
         for at, rid in eff.alarms:
             timer = self.env.timeout(max(0.0, at - self.env.now))
-            timer.callbacks.append(lambda _e, rid=rid: self._client(Alarm(rid=rid)))
+            timer.callbacks.append(partial(self._ring, rid))
+
+    def _ring(self, rid: str, _event: Any) -> None:
+        """A client alarm set for `rid` went off."""
+        self._client(Alarm(rid=rid))
 
     def abort(self, rid: str, outcome: str) -> None:
         self._conduct(Abort(rid=rid, outcome=outcome))

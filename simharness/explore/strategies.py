@@ -750,6 +750,7 @@ def stop_loops_faults(draw: Any, num_ranks: int, tolerated_only: bool = False) -
     kinds = [k for k in faults.kinds(tolerated_only) if isinstance(k, MessageFault)]
     # one kind to choose from takes no draw
     kind = kinds[0] if len(kinds) == 1 else faults.kind(draw(st.sampled_from(tuple(k.name for k in kinds))))
+    assert isinstance(kind, MessageFault)
     fault: dict[str, Any] = {"kind": kind.name, "message": "stop_loops"}
     dst = draw(st.one_of(st.none(), st.integers(0, num_ranks - 1)))
     if dst is not None:

@@ -44,7 +44,7 @@ class FaultSpec(Struct, frozen=True, kw_only=True, tag_field="kind"):
     @property
     def kind(self) -> str:
         """The kind's name (the record's tag)."""
-        return self.__struct_config__.tag
+        return str(self.__struct_config__.tag)
 
     @property
     def tolerated(self) -> bool:

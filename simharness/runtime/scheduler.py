@@ -114,8 +114,10 @@ class MicroScheduler:
             # mstar scans a rank's worker-graph queues in order, then requests, then nodes, and
             # keeps the first least recent (micro_scheduler.py:344-386, 154-170): among pairs
             # tied in the round-robin, the one whose worker graph comes first
-            order = runtime.wg_order
-            best = min(ready, key=lambda k: (last.get(k, 0), order[k]))
+            # (a runtime without the order, an adapter's own, keeps the first least recent)
+            order = getattr(runtime, "wg_order", None)
+            best = (min(ready, key=lambda k: (last.get(k, 0), order[k])) if order is not None
+                    else min(ready, key=lambda k: last.get(k, 0)))
         else:
             best = next(iter(ready))
         if self.tie_break is not None and len(ready) > 1:

@@ -91,7 +91,7 @@ class MstarStack:
     def build_conductor(self, layout: Layout, choose: Any) -> StackConductor:
         if self._stack is None or self._stack.layout is not layout:
             self._stack_for(layout, FakeNodes(layout.scenario))
-        assert self._conductor is not None
+        assert self._conductor is not None and self._stack is not None
         self._stack.choose_replica = choose
         return self._conductor
 
