@@ -20,6 +20,10 @@ class Semantics(Struct, frozen=True):
     park_in_done_loops: bool = False
     entities_by_name: bool = True
     stream_ready_once: bool = True
+    #: STOP_LOOPS is applied only when its stop time is newer than the one the rank knows, and a
+    #: peer's data message tells the rank the stop times its sender knows (mstar-ai 0.2.1:
+    #: ``Worker._stop_loops``, ``update_request_info``); off: a stop applies once per pass
+    stop_times: bool = True
 
 
 class NodeSpec:

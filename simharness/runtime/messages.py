@@ -79,6 +79,9 @@ class InputSignals(Message, kw_only=True):
     src: int
     #: the conductor's KV view (label -> (rank, tokens)); None from a peer
     kv: dict[str, tuple[int, int]] | None = None
+    #: a peer's known loop stop times for the partition (mstar's ``current_fwd_info``
+    #: ``loop_stop_times``, which the receiver takes whole); None: none known
+    stop_times: dict[str, tuple[int, ...]] | None = None
 
 
 class RemoveRequest(Message, kw_only=True):
@@ -98,6 +101,9 @@ class StopLoops(Message, kw_only=True):
     loops: list[str]
     src: int
     pass_no: int
+    #: every loop stop time the sender knows for the partition (mstar sends its whole
+    #: ``loop_stop_times``); None under semantics without stop times
+    times: dict[str, tuple[int, ...]] | None = None
 
 
 class ProducerDone(Message, kw_only=True):

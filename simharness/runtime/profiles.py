@@ -44,11 +44,11 @@ class MstarRustPrefix(ReferenceRuntime):
     name = "mstar-rust-prefix"
     description = "mstar's Rust graph runtime before the loop-exit fix (drops local loop-backs only)"
     semantics = Semantics(loop_back_scope="local", park_in_done_loops=True, entities_by_name=False,
-                          stream_ready_once=False)
+                          stream_ready_once=False, stop_times=False)
 
 
 class MstarRust(ReferenceRuntime):
     name = "mstar-rust"
     description = "mstar's Rust graph runtime after the loop-exit fix"
     semantics = Semantics(loop_back_scope="all", park_in_done_loops=True, entities_by_name=False,
-                          stream_ready_once=False)
+                          stream_ready_once=False, stop_times=False)

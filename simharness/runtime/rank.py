@@ -126,8 +126,11 @@ class RequestState:
     #: divides a walk): where a delivered signal is offered, without asking the others, which
     #: would refuse it
     by_dest: dict[str, dict[str, list[tuple[str, WorkerGraphState]]]] = field(default_factory=dict)
-    #: partition -> loops stopped in its current pass (mstar ``loop_stop_times``)
+    #: partition -> loops stopped in its current pass
     stopped: dict[str, set[str]] = field(default_factory=dict)
+    #: partition -> loop -> when it was last stopped, as this rank knows (mstar's
+    #: ``loop_stop_times``; `RankRuntime.stop_time`), under ``Semantics.stop_times``
+    stop_times: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
     #: stream edge name -> the StreamBuffer of its consumer on this rank
     buffers: dict[str, StreamBuffer] = field(default_factory=dict)
     #: the partitions the request runs (the others are done from the start)
@@ -352,6 +355,7 @@ class RankRuntime:
                 self._scan = None
             if part in req.current and req.current[part][1] != pass_no:
                 req.stopped[part] = set()  # a new pass starts with no loop stopped
+                req.stop_times.pop(part, None)
             req.current[part] = (walk, pass_no)
             req.stopped.setdefault(part, set())
 
@@ -490,12 +494,32 @@ class RankRuntime:
 
     # -- dynamic stops ------------------------------------------------------------------------
 
-    def stop_loops(self, rid: str, walk: str, loops: list[str]) -> list[int]:
-        """A ``check_stop`` here said stop: register the finish on every current-walk worker graph
-        that has the loop; return the peer ranks to tell (every other rank with a copy)."""
+    def stop_time(self, st: WorkerGraphState, loop: str) -> tuple[int, ...]:
+        """When `loop` is stopped in `st`, as mstar's ``NestedLoopIndices`` says it: the worker
+        graph's completed runs, then the iteration of each loop around `loop`, outermost first.
+        A later stop is a greater tuple (``label_context_gt``)."""
+        outer: list[int] = []
+        lp = st.spec.loops[loop].parent
+        while lp is not None:
+            outer.append(st.loops[lp.name].curr_iter)
+            lp = lp.parent
+        return (st.times_run, *reversed(outer))
+
+    def stop_loops(self, rid: str, walk: str, loops: list[str], node: str | None = None) -> list[int]:
+        """A ``check_stop`` of `node` here said stop: register the finish on every current-walk
+        worker graph that has the loop; return the peer ranks to tell (every other rank with a
+        copy). Under ``Semantics.stop_times`` the stop's time is noted where the stopping node's
+        worker graph has the loop (worker.py:2272-2277, node_manager_utils.py:567-580)."""
         req = self.requests[rid]
         part = self.partition_of[walk]
         peers: set[int] = set()
+        if self.semantics.stop_times and node is not None:
+            st = req.states.get(self.wg_of[(walk, node)])
+            if st is not None:
+                times = req.stop_times.setdefault(part, {})
+                for loop in loops:
+                    if loop in st.spec.loops:
+                        times[loop] = self.stop_time(st, loop)
         for loop in loops:
             req.stopped[part].add(loop)
             for _, st in req.walk_states[part]:
@@ -505,14 +529,28 @@ class RankRuntime:
                     peers.update(r for r in req.assignment.wg_ranks[wg.id] if r != self.rank)
         return sorted(peers)
 
-    def peer_stop(self, rid: str, partition: str, loops: list[str]) -> list[str]:
+    def peer_stop(self, rid: str, partition: str, loops: list[str],
+                  times: dict[str, tuple[int, ...]] | None = None) -> list[str]:
         """STOP_LOOPS from a peer: stop each loop not already stopped in the current pass.
 
         Returns the loops stopped here. As in mstar, the check is against the *current* pass
         only, so a stop that arrives after the next pass began stops that pass's loop (Q6).
+        Under ``Semantics.stop_times`` the message's stop times decide instead, as
+        ``Worker._stop_loops`` (worker.py:698-716) does: every loop it names a time for is
+        stopped when that time is newer than the one this rank knows, and the time is kept
+        either way; a stop this rank learnt from a data message first is not applied at all.
         """
         req = self.requests[rid]
         done = req.stopped.setdefault(partition, set())
+        if self.semantics.stop_times and times is not None:
+            known = req.stop_times.setdefault(partition, {})
+            newer = []
+            for loop, t in times.items():
+                old = known.get(loop)
+                if old is None or t > old:
+                    newer.append(loop)
+                known[loop] = t
+            loops, done = newer, set()
         out = []
         for loop in loops:
             if loop in done:
@@ -522,6 +560,25 @@ class RankRuntime:
                 st.register_finish(loop)
             out.append(loop)
         return out
+
+    def learn_stop_times(self, rid: str, walk: str, signals: list[Signal],
+                         times: dict[str, tuple[int, ...]] | None) -> None:
+        """A peer's data message: a message with non-stream signals replaces the partition's
+        forward-pass info, stop times included (``update_request_info``,
+        node_manager_utils.py:272-292), without stopping anything."""
+        req = self.requests[rid]
+        part = self.partition_of[walk]
+        if not times and not req.stop_times.get(part):
+            return
+        for sig in signals:
+            if not sig.stream:
+                req.stop_times[part] = dict(times) if times else {}
+                return
+
+    def stop_times_of(self, rid: str, walk: str) -> dict[str, tuple[int, ...]] | None:
+        """The stop times a message of `walk` leaving this rank carries (a copy; None: none)."""
+        times = self.requests[rid].stop_times.get(self.partition_of[walk])
+        return dict(times) if times else None
 
     # -- completion and routing ---------------------------------------------------------------
 

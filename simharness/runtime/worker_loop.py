@@ -133,6 +133,8 @@ class WorkerLoop:
         self._dynamic_nodes = self.scenario.dynamic_nodes
         #: a request has a StreamBuffer only where the layout routes a stream
         self._streams = bool(runtime.layout.stream_routes)
+        #: STOP_LOOPS by stop times (`Semantics.stop_times`; an adapter without semantics: no)
+        self._stop_times = bool(getattr(getattr(runtime, "semantics", None), "stop_times", False))
 
     # -- the door -----------------------------------------------------------------------------
 
@@ -206,6 +208,10 @@ class WorkerLoop:
             if msg.kv is not None:
                 self.kv.learn(self.records[rid], msg.kv)
             self._ingest(rid, msg.walk, msg.pass_no, msg.signals, msg.src, now)
+            if msg.src >= 0 and self._stop_times:
+                # the conductor's walk-start inputs are left out: what its forward-pass info
+                # says of stop times is not modelled (a new pass starts with none)
+                self.runtime.learn_stop_times(rid, msg.walk, msg.signals, msg.stop_times)
             if self.policy.acks and msg.src >= 0 and msg.src != self.rank:
                 sends.append(Send(msg.src, 0, TensorReceived(rid=rid)))
             return
@@ -235,7 +241,7 @@ class WorkerLoop:
         if not self._known(msg, now):
             return
         if isinstance(msg, StopLoops):
-            for loop in runtime.peer_stop(rid, msg.partition, msg.loops):
+            for loop in runtime.peer_stop(rid, msg.partition, msg.loops, msg.times):
                 self.emit(ev.LoopStopped(now, self.rank, rid, msg.partition, loop, "peer", msg.src))
         elif isinstance(msg, ProducerDone):
             for buf in runtime.requests[rid].buffers.values():
@@ -458,7 +464,7 @@ class WorkerLoop:
                     continue
                 stops = self._check_stop(rid, node, walk, st) if dynamic else None
                 if stops:
-                    sends.extend(self._stop(rid, walk, stops, now))
+                    sends.extend(self._stop(rid, walk, node, stops, now))
             c = complete(rid, node, walk)
             completions.append(c)
             if label is not None:
@@ -476,20 +482,22 @@ class WorkerLoop:
             route(c, label, now, sends)
         return sends
 
-    def _stop(self, rid: str, walk: str, stops: list[str], now: float) -> list[Send]:
+    def _stop(self, rid: str, walk: str, node: str, stops: list[str], now: float) -> list[Send]:
         """This forward's ``check_stop`` ended `stops`: register them here, and STOP_LOOPS to
-        every peer with a copy of them."""
+        every peer with a copy of them (with every stop time this rank knows, under
+        ``Semantics.stop_times``)."""
         runtime = self.runtime
         req = runtime.requests[rid]
         part = runtime.partition_of[walk]
-        peers = runtime.stop_loops(rid, walk, stops)
+        peers = runtime.stop_loops(rid, walk, stops, node)
         self.speculation.pending_stops.add(rid)
         for loop in stops:
             self.emit(ev.LoopStopped(now, self.rank, rid, part, loop, "self", self.rank))
         if not peers:
             return []
         msg = StopLoops(rid=rid, partition=part, loops=stops, src=self.rank,
-                        pass_no=req.current[part][1])
+                        pass_no=req.current[part][1],
+                        times=(runtime.stop_times_of(rid, walk) or {}) if self._stop_times else None)
         return [Send(p, 0, msg) for p in peers]
 
 

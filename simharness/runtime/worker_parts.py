@@ -407,13 +407,16 @@ class Reports:
         to_ranks = c.to_ranks
         if to_ranks:
             rid, walk, pass_no = c.rid, c.walk, c.pass_no
+            # the stop times this rank knows travel with its data (mstar's fwd_info)
+            times = self.loop.runtime.stop_times_of(rid, walk)
             for r in sorted(to_ranks) if len(to_ranks) > 1 else to_ranks:
                 sigs = to_ranks[r]
                 nbytes = 0
                 for s in sigs:
                     nbytes += s.nbytes
                 sends.append(Send(r, nbytes, InputSignals(rid=rid, walk=walk, pass_no=pass_no,
-                                                          signals=sigs, src=rank)))
+                                                          signals=sigs, src=rank,
+                                                          stop_times=times)))
         if not (c.to_conductor or c.to_client or c.new_tokens or c.stream_local or c.partition_done
                 or c.completed_wgs):
             return  # most completions: nothing to buffer for a report, nothing to report

@@ -16,6 +16,7 @@ import contextlib
 import io
 import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,3 +135,21 @@ def test_a_real_only_mechanism_is_recognised():
     raw = layout(78)
     labels = real_only(run_scenario(build(raw), "mstar"))
     assert labels == ["freed-tensor"]
+
+
+def test_a_stop_loops_overtaken_by_its_stop_time_is_dropped_as_in_mstar():
+    """`gaps/stop_loops_overtaken.yaml`: the stop time reaches rank 2 in b's data before a's
+    delayed STOP_LOOPS, which mstar then drops; c's copy of the loop runs on until a's next stop.
+    The model agrees with the real stack; the model as it was (a stop applied once per pass) does
+    not."""
+    import msgspec
+
+    sc = load_scenario(Path(__file__).parent / "gaps" / "stop_loops_overtaken.yaml")
+    real = run_scenario(sc, "mstar")
+    model = model_of(sc)
+    assert disagreements(run_scenario(model), real) == []
+    stops = [e for e in real.result.events if type(e).__name__ == "LoopStopped" and e.rank == 2]
+    assert len(stops) == 1  # the first STOP_LOOPS to rank 2 was dropped, the second applied
+    old = msgspec.structs.replace(model, runtime=msgspec.structs.replace(
+        model.runtime, name="tests.fidelity.wrong:ModelStopsOncePerPass"))
+    assert disagreements(run_scenario(old), real)

@@ -56,3 +56,10 @@ class ModelStreamingReadyEveryIteration(MstarPython):
     only inputs are streams takes a chunk at every iteration."""
 
     semantics = Semantics(stream_ready_once=False)
+
+
+class ModelStopsOncePerPass(MstarPython):
+    """Our model before it kept mstar-ai 0.2.1's loop stop times: a peer's STOP_LOOPS stops a
+    loop once per pass, whatever a data message said before it."""
+
+    semantics = Semantics(stop_times=False)

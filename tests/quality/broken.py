@@ -191,17 +191,17 @@ class MissingWorkerGraphsDone(_WithRank):
 
 
 class _LateStopRank(RankRuntime):
-    def peer_stop(self, rid, partition, loops):
+    def peer_stop(self, rid, partition, loops, times=None):
         # Apply a peer's stop one iteration late: remember it, apply it at the next stop message
         # or completion instead of now.
         pending = self.__dict__.setdefault("_late", {})
-        pending.setdefault(rid, []).append((partition, loops))
+        pending.setdefault(rid, []).append((partition, loops, times))
         return []
 
     def complete(self, rid, node, walk):
         done = super().complete(rid, node, walk)
-        for partition, loops in self.__dict__.get("_late", {}).pop(rid, []):
-            super().peer_stop(rid, partition, loops)
+        for partition, loops, times in self.__dict__.get("_late", {}).pop(rid, []):
+            super().peer_stop(rid, partition, loops, times)
         return done
 
 

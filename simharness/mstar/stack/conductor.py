@@ -146,6 +146,7 @@ class StackConductor:
                         self._unexpected(message.body, "a report for a request the conductor has "
                                          "ended or is tearing down: dropped")
                         continue
+                    self._note_unawaited(message.body)
                     for pname in c._process_worker_graphs_done(message.body):
                         done_partition_forwards.append((rid, pname, message.body.partition_done))
                 else:
@@ -164,10 +165,23 @@ class StackConductor:
             self.emit(ev.Dropped(self.stack.now, CONDUCTOR_ID, "", "conductor_error",
                                  f"the conductor's main loop raised {type(exc).__name__}: {exc}", ()))
 
-    def _unexpected(self, body: Any, reason: str) -> None:
+    def _note_unawaited(self, body: Any) -> None:
+        """A report of a worker graph the partition's pass does not wait for (another walk's, or
+        one every rank already reported: an extra pass). mstar counts it and goes on
+        (conductor.py:1151-1157); our check names it, as the model's conductor does."""
+        pstate = self.c.requests[body.request_id].partition_states.get(body.partition_name)
+        if pstate is None:
+            return
+        extra = [wg for wg in body.worker_graph_ids
+                 if wg not in pstate.current_worker_graph_ids or wg in pstate.completed_worker_graph_ids]
+        if extra:
+            self._unexpected(body, "worker graph is not awaited (not a worker graph of the current "
+                             "walk, or already reported by every rank)", extra)
+
+    def _unexpected(self, body: Any, reason: str, wgs: list[str] | None = None) -> None:
         ours = self.stack.wg_ours
         rank = _rank_of(body)
-        for wg in body.worker_graph_ids:
+        for wg in body.worker_graph_ids if wgs is None else wgs:
             self.emit(ev.UnexpectedReport(self.stack.now, body.request_id, rank, ours.get(wg, wg),
                                           reason))
 

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simharness.mstar.package import PINNED, PIP_INSTALL, installed_version, is_available
-from simharness.mstar.stack.build import Stack
-from simharness.mstar.stack.conductor import StackClient, StackConductor, start_workers
-from simharness.mstar.stack.worker import StackWorker
 from simharness.placement.layout import Layout
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.protocol import MSTAR_0_2_1
+
+if TYPE_CHECKING:  # the stack's modules import mstar and torch: only when a run builds one
+    from simharness.mstar.stack.build import Stack
+    from simharness.mstar.stack.conductor import StackClient, StackConductor
+    from simharness.mstar.stack.worker import StackWorker
 
 
 class MstarStack:
@@ -66,6 +68,9 @@ class MstarStack:
         self._conductor: StackConductor | None = None
 
     def _stack_for(self, layout: Layout, nodes: FakeNodes) -> Stack:
+        from simharness.mstar.stack.build import Stack
+        from simharness.mstar.stack.conductor import StackConductor, start_workers
+
         if self._stack is None or self._stack.layout is not layout:
             self._stack = Stack(layout, nodes)
             self._conductor = StackConductor(self._stack)
@@ -85,6 +90,8 @@ class MstarStack:
 
     def build_worker(self, rank: int, layout: Layout, nodes: FakeNodes,
                      tie_break: Any = None) -> StackWorker:
+        from simharness.mstar.stack.worker import StackWorker
+
         stack = self._stack_for(layout, nodes)
         return StackWorker(stack, rank, stack.workers.get(rank))
 
@@ -96,6 +103,8 @@ class MstarStack:
         return self._conductor
 
     def build_client(self) -> StackClient:
+        from simharness.mstar.stack.conductor import StackClient
+
         assert self._stack is not None, "build the workers first"
         return StackClient(self._stack)
 

@@ -165,6 +165,9 @@ def install() -> None:
     graph = importlib.import_module("mstar.graph.base")
     graph.WorkerGraphStateRegistry.__init__ = _ordered_ready_sets(
         graph.WorkerGraphStateRegistry.__init__)
+    graph_io = importlib.import_module("mstar.graph.graph_io")
+    graph_io.WorkerGraphIO.ingest_for_speculation = _speculation_in_edge_order(
+        graph_io.WorkerGraphIO.ingest_for_speculation)
     _INSTALLED = True
 
 
@@ -231,6 +234,25 @@ def _ordered_ready_sets(original: Callable[..., Any]) -> Callable[..., Any]:
             registry.ready_next_iter = NameSet()
 
     return init
+
+
+def _speculation_in_edge_order(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``WorkerGraphIO.ingest_for_speculation`` (graph_io.py:107-148) collects the destinations
+    in a set and the worker speculates on the first (worker.py:1786-1788, a TODO says a tie-break
+    is missing): with several ready, which one runs ahead follows the process's string hashing.
+    In a run they come in the order the completion's edges name them, as ready sets keep
+    insertion order (`NameSet`)."""
+
+    def ingest(io: Any, edges: Any, source_node: str) -> Any:
+        found = original(io, edges, source_node)
+        if _ACTIVE is None or len(found) < 2:
+            return found
+        order: dict[str, int] = {}
+        for edge in edges:
+            order.setdefault(edge.next_node, len(order))
+        return sorted(found, key=lambda info: order.get(info.node_name, len(order)))
+
+    return ingest
 
 
 def _launch_workers(original: Callable[..., Any]) -> Callable[..., Any]:
