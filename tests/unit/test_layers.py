@@ -73,18 +73,25 @@ def test_only_the_mstar_wing_imports_mstar():
     bad = []
     for f in PKG.rglob("*.py"):
         inside = f.is_relative_to(PKG / "mstar")
-        tree = ast.parse(f.read_text())
-        top = {id(n) for n in tree.body}
-        for n in ast.walk(tree):
-            mods = ([a.name for a in n.names] if isinstance(n, ast.Import)
-                    else [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
-            for m in mods:
-                if m.split(".")[0] == "mstar" and not inside:
-                    bad.append(f"{f.relative_to(PKG)} imports {m}")
-                if m.startswith("simharness.mstar") and not inside and (
-                        id(n) in top or f.parent.name not in ("simharness", "commands")):
-                    bad.append(f"{f.relative_to(PKG)} imports {m}")
+        for m, at_top in _imports_placed(f):
+            if m.split(".")[0] == "mstar" and not inside:
+                bad.append(f"{f.relative_to(PKG)} imports {m}")
+            if m.startswith("simharness.mstar") and not inside and (
+                    at_top or f.parent.name not in ("simharness", "commands")):
+                bad.append(f"{f.relative_to(PKG)} imports {m}")
     assert bad == []
+
+
+def _imports_placed(f: Path) -> list[tuple[str, bool]]:
+    """(module, imported at the module's top level) for every import statement of `f`."""
+    tree = ast.parse(f.read_text())
+    top = {id(n) for n in tree.body}
+    out = []
+    for n in ast.walk(tree):
+        mods = ([a.name for a in n.names] if isinstance(n, ast.Import)
+                else [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
+        out += [(m, id(n) in top) for m in mods]
+    return out
 
 
 def test_no_heavy_imports_in_the_library():
@@ -111,14 +118,8 @@ def test_real_backends_are_imported_lazily_and_only_by_the_cli():
     bad = []
     for f in PKG.rglob("*.py"):
         cli = f == PKG / "cli.py" or f.is_relative_to(PKG / "commands")
-        tree = ast.parse(f.read_text())
-        top = {id(n) for n in tree.body}
-        for n in ast.walk(tree):
-            mods = ([a.name for a in n.names] if isinstance(n, ast.Import)
-                    else [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
-            for m in mods:
-                if m.split(".")[0] == "real_backends" and (id(n) in top or not cli):
-                    bad.append(f"{f.relative_to(PKG)} imports {m}")
+        bad += [f"{f.relative_to(PKG)} imports {m}" for m, at_top in _imports_placed(f)
+                if m.split(".")[0] == "real_backends" and (at_top or not cli)]
     assert bad == []
 
 
