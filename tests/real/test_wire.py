@@ -56,7 +56,8 @@ SAMPLES = {"rid": "r3", "walk": "image_gen_cfg", "pass_no": 1, "src": 2, "rank":
            "source": "leader", "partition": "gen", "loops": ["denoise", "steps"], "node": "LLM",
            "rids": ["r3", "r4"], "number": 7, "label": "kv_text", "tokens": 130,
            "partition_done": True, "new_tokens": 3, "tp_rank": 1,
-           "kv": {"kv_text": (0, 130)}, "dst": 1, "nbytes": 5, "msg": None}
+           "kv": {"kv_text": (0, 130)}, "dst": 1, "nbytes": 5, "msg": None,
+           "stop_times": {"denoise": (1, 0, 2)}, "times": {"denoise": (1, 0, 2), "steps": (2,)}}
 KV_BY_CLASS = {"WorkerGraphsDoneMsg": {"kv_text": 130}}
 
 
