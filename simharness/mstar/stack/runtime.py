@@ -24,7 +24,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from simharness.mstar.package import PINNED, PIP_INSTALL, installed_version, is_available
+from simharness.mstar.package import EXTRA_INSTALL, PINNED, PIP_INSTALL, installed_version, is_available
 from simharness.placement.layout import Layout
 from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.protocol import MSTAR_0_2_1
@@ -39,7 +39,8 @@ class MstarStack:
     name = "mstar"
     description = (f"the real mstar stack (mstar-ai {PINNED}: its Conductor, Workers, scheduler "
                    f"and graph code, on our clock and links)")
-    install_hint = PIP_INSTALL
+    #: its worker and conductor modules import torch, pyzmq and msgpack too (the extra)
+    install_hint = f"{PIP_INSTALL} and {EXTRA_INSTALL}"
     #: the zmq backend refuses it: mstar's blocking loops are restated over the simulation's
     #: clock and port, not over real processes (docs/real_backends.md)
     simulation_only = True
