@@ -78,6 +78,34 @@ class WorkerPort(Protocol):
         ...
 
 
+class IdleWait:
+    """How an idle rank waits under mstar 0.2.1's ``wait_for_work(10)`` (worker.py:3089), for
+    both worker mains (`worker_main`, the real stack's restated loop).
+
+    It waits for a message, but at most `poll_s` where a poll of its StreamBuffers would find a
+    chunk (a stream item routed on the rank itself wakes nothing); a bounded wait that ended
+    with no message is not repeated until `heard` (a message read, a batch started): the poll
+    after it started nothing, and mstar's next polls, every 10 ms, change nothing until then (a
+    run whose request hangs with a chunk held would otherwise never fall quiet). Woken, it waits
+    `wake_s` more for the rest of the burst. `poll_s` 0: always for a message."""
+
+    def __init__(self, poll_s: float, wake_s: float) -> None:
+        self.poll_s = poll_s
+        self.wake_s = wake_s
+        self._in_vain = False
+
+    def heard(self) -> None:
+        """Something changed the rank's state: a bounded wait may be worth it again."""
+        self._in_vain = False
+
+    def wait(self, port: WorkerPort, stream_ready: Callable[[], bool]) -> Generator[Any, Any, None]:
+        bounded = bool(self.poll_s) and not self._in_vain and stream_ready()
+        yield port.idle(self.poll_s) if bounded else port.idle()
+        self._in_vain = bounded  # until `heard`
+        if self.wake_s:
+            yield port.wait(self.wake_s)
+
+
 def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
     """Rank `loop.rank`'s main loop over `port`, until the port stops. `loop` is anything with
     `WorkerLoop`'s door (``handle_stimulus``)."""
@@ -85,14 +113,13 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
     apply = port.apply
     policy = getattr(loop, "policy", None)
     choose_first = policy is not None and policy.choose_first
-    wake_s = policy.wake_us * 1e-6 if policy is not None else 0.0
-    poll_s = policy.idle_poll_ms * 1e-3 if policy is not None else 0.0
+    idle = IdleWait(policy.idle_poll_ms * 1e-3 if policy is not None else 0.0,
+                    policy.wake_us * 1e-6 if policy is not None else 0.0)
     arrived = [False]
-    in_vain = [False]
 
     def handle(msgs: list[Any]) -> None:
         arrived[0] = True
-        in_vain[0] = False
+        idle.heard()
         apply(door(Received(msgs=msgs), port.now()))
 
     def choose(stimulus: Any = CHOOSE) -> Batch | None:
@@ -102,17 +129,6 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
         port.chosen(batch)
         return batch
 
-    def idle() -> Generator[Any, Any, None]:
-        # nothing to run: wait for a message (or, where a poll of the rank's StreamBuffers
-        # would find a chunk, for `poll_s` at most), then a moment for the rest of its burst.
-        # A bounded wait that ended with no message, the poll after it starting nothing, is
-        # not repeated until a message comes or a batch runs: nothing can have changed
-        bounded = bool(poll_s) and not in_vain[0] and loop.stream_ready()
-        yield port.idle(poll_s) if bounded else port.idle()
-        in_vain[0] = bounded  # until `handle` reads a message
-        if wake_s:
-            yield port.wait(wake_s)
-
     batch: Batch | None = None
     while not port.stopped:
         if batch is None:
@@ -121,7 +137,7 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
                 return
             batch = choose()
             if batch is None:
-                yield from idle()
+                yield from idle.wait(port, loop.stream_ready)
                 continue
         # under mstar 0.2.1's loop (`LoopPolicy.choose_first`) a launched batch sends the loop
         # back to its top while it runs: what came in is read and the StreamBuffers polled once
@@ -131,7 +147,7 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
         if batch.instance:
             yield port.collective(batch)
         apply(door(Started(batch=batch, duration=duration), port.now()))
-        in_vain[0] = False
+        idle.heard()
         if read_after_start:
             port.receive(handle)
             apply(door(POLL, port.now()))
@@ -149,7 +165,7 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
             arrived[0] = False
             port.receive(handle)
             if not arrived[0] and not port.stopped:
-                yield from idle()
+                yield from idle.wait(port, loop.stream_ready)
 
 
 @runtime_checkable

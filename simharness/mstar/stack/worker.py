@@ -38,6 +38,7 @@ from typing import Any
 from mstar.worker.worker import PendingBatch, Speculation
 
 from simharness import events as ev
+from simharness.drive.worker import IdleWait
 from simharness.mstar.convert import CARRIES, EMIT_TO_CLIENT, EMPTY_DESTINATION
 from simharness.mstar.stack.build import Stack
 from simharness.runtime.effects import Effects
@@ -66,10 +67,8 @@ class StackWorker:
         self.rank = rank
         self.w = worker
         self.busy = False
-        #: messages taken so far, and whether the last bounded idle wait ended with none and no
-        #: batch since (the next wait is then for a message only)
-        self._arrived_count = 0
-        self._polled_in_vain = False
+        #: wait_for_work(10), as the model's worker main waits it
+        self._idle = IdleWait(IDLE_POLL_S, WAKE_S)
         self._events: list[Any] = []
         self.emit = self._events.append
         self.port: Any = None
@@ -185,17 +184,8 @@ class StackWorker:
                 # a message, it reads its socket a moment later: messages sent in one burst (the
                 # conductor's NEW_REQUEST per partition) are read together, not the first alone
                 # with the rest left until after the forward it then starts.
-                # wait_for_work(10) also returns after 10 ms with no message; only a poll of the
-                # StreamBuffers finds anything then (a stream item routed on this rank wakes
-                # nothing), so the wait is bounded only when one holds a chunk. A poll that
-                # found one and started nothing changes nothing until a message comes or a batch
-                # runs: mstar goes on polling every 10 ms; we wait for the message instead (or a
-                # run whose request hangs with a chunk held would never fall quiet)
-                bounded = self._stream_ready() and not self._polled_in_vain
-                seen = self._arrived_count
-                yield port.idle(IDLE_POLL_S) if bounded else port.idle()
-                self._polled_in_vain = bounded and self._arrived_count == seen
-                yield port.wait(WAKE_S)
+                # Its 10 ms bound where a StreamBuffer holds a chunk: `IdleWait`.
+                yield from self._idle.wait(port, self._stream_ready)
 
     def _stream_ready(self) -> bool:
         """A StreamBuffer of this worker would hand a chunk (or a held edge) to the next poll."""
@@ -206,8 +196,7 @@ class StackWorker:
         return False
 
     def _arrived(self, msgs: list[Any]) -> None:
-        self._arrived_count += len(msgs)
-        self._polled_in_vain = False
+        self._idle.heard()
         for m in msgs:
             self.stack.deliver(m)
 
@@ -383,7 +372,7 @@ class StackWorker:
         self.pending = p
         self.busy = p is not None
         if p is not None:
-            self._polled_in_vain = False
+            self._idle.heard()
         self.w._in_flight_rids = set(p.batch.node_objects.keys()) if p else set()
 
     def _main_loop_error(self, exc: Exception, ctx: dict[str, Any]) -> None:
