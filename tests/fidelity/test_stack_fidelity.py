@@ -167,3 +167,18 @@ def test_speculation_onto_a_successor_makes_mstar_take_an_extra_pass():
     assert any(v.check == "forwards" and "extra pass" in v.message for v in real.violations)
     model = run_scenario(model_of(sc))
     assert model.outcome == "pass" and disagreements(model, real)
+
+
+def test_an_ack_that_wakes_an_idle_rank_is_modelled():
+    """`gaps/ack_wakes_idle_rank.yaml`: a TENSOR_RECEIVED from the API server wakes rank 0,
+    whose poll hands the stream consumer a chunk before producer_done comes. The model with
+    `LoopPolicy.acks` agrees with the stack; without, it runs the consumer once less."""
+    import msgspec
+
+    sc = load_scenario(Path(__file__).parent / "gaps" / "ack_wakes_idle_rank.yaml")
+    real = run_scenario(sc, "mstar")
+    model = model_of(sc)
+    assert disagreements(run_scenario(model), real) == []
+    options = dict(model.runtime.options, acks=False)
+    old = msgspec.structs.replace(model, runtime=msgspec.structs.replace(model.runtime, options=options))
+    assert any(d.startswith("forwards") for d in disagreements(run_scenario(old), real))
