@@ -15,7 +15,8 @@ for this, so `without_local_constants` swaps Hypothesis's pool lookup for an emp
 campaign's test runs and restores it after. It is reference-counted under a lock, so nested or
 concurrent campaigns in one process (threads of a Dask worker) restore it only once the last
 one ends. While it is on, other Hypothesis tests in the process see no local constants either.
-`tests/property/test_campaign.py` fails if a Hypothesis upgrade makes this ineffective.
+`tests/property/test_campaign.py` fails if a Hypothesis upgrade makes this ineffective, and a
+campaign refuses to start, naming what is gone, when a patched name no longer exists.
 """
 
 from __future__ import annotations
@@ -25,19 +26,43 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from simharness.errors import UsageError
+
 _lock = threading.Lock()
 _depth = 0
 _saved: Any = None
 
 
+#: The names `without_local_constants` swaps or clears in ``hypothesis.internal.conjecture.
+#: providers``: private to Hypothesis, present from 6.131 (pyproject.toml pins the range).
+PATCHED = ("_get_local_constants", "Constants", "CONSTANTS_CACHE")
+
+
+class HypothesisChanged(UsageError):
+    """The installed Hypothesis lacks a name `without_local_constants` patches: campaigns would
+    silently depend on what the process imported, so they refuse to run instead (one line,
+    exit 2, as for any set-up the command cannot work with)."""
+
+
 def _providers() -> Any:
-    """Hypothesis's providers module when it has a local-constants pool (6.131 on), else None."""
+    """Hypothesis's providers module, every name of `PATCHED` checked.
+
+    A missing name is an error, not a silent no-op: a Hypothesis outside the range
+    pyproject.toml pins may have moved its local-constants pool, and a campaign run without
+    the patch would no longer replay from its seed alone.
+    """
+    import hypothesis
+
     try:
         from hypothesis.internal.conjecture import providers
-    except ImportError:  # pragma: no cover - an older Hypothesis has no such module
-        return None
-    if not hasattr(providers, "_get_local_constants") or not hasattr(providers, "Constants"):
-        return None  # pragma: no cover - an older Hypothesis: nothing local to keep out
+    except ImportError:
+        providers = None
+    missing = [n for n in PATCHED if providers is None or not hasattr(providers, n)]
+    if missing:
+        raise HypothesisChanged(
+            f"hypothesis {hypothesis.__version__} has no providers.{', providers.'.join(missing)}: "
+            f"simharness keeps local constants out of generation by patching them (supported: "
+            f"the hypothesis range pinned in simharness's pyproject.toml)")
     return providers
 
 
@@ -46,9 +71,6 @@ def without_local_constants() -> Iterator[None]:
     """Run the body with Hypothesis drawing no constants from the modules this process loaded."""
     global _depth, _saved
     providers = _providers()
-    if providers is None:  # pragma: no cover - see _providers
-        yield
-        return
     with _lock:
         if _depth == 0:
             _saved = providers._get_local_constants

@@ -166,3 +166,24 @@ def test_a_shrunk_case_reports_the_size_and_messages_of_the_scenario_it_returns(
     assert sh.shrunk and sh.raw == returned
     again = fails_always(sh.raw, "")
     assert (sh.nodes, sh.ranks, sh.messages) == (again.nodes, again.ranks, again.messages)
+
+
+def test_every_name_the_campaign_patches_is_in_the_installed_hypothesis():
+    """Loud when a Hypothesis upgrade moves what `without_local_constants` patches: the
+    campaign's replayability rests on it."""
+    from hypothesis.internal.conjecture import providers
+
+    from simharness.explore.local_constants import PATCHED
+
+    assert [n for n in PATCHED if not hasattr(providers, n)] == []
+
+
+def test_a_campaign_refuses_to_run_when_a_patched_name_is_gone(monkeypatch):
+    from hypothesis.internal.conjecture import providers
+
+    from simharness.explore.local_constants import HypothesisChanged, without_local_constants
+
+    monkeypatch.delattr(providers, "_get_local_constants")
+    with pytest.raises(HypothesisChanged, match="_get_local_constants"):
+        with without_local_constants():
+            pass
