@@ -34,3 +34,9 @@ class ScenarioError(Exception):
 
 class UsageError(Exception):
     """The command line itself is wrong (unknown runtime, bad flag combination)."""
+
+
+class RuntimeRefused(UsageError):
+    """The runtime cannot run this scenario at all: the real code it wraps refuses the layout
+    before any request (mstar-ai's Conductor raising while it derives its workers). One line,
+    exit 2; a differential example counts it as incomparable, naming mstar's error."""

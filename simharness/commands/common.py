@@ -84,7 +84,7 @@ def seed(args: argparse.Namespace) -> int | None:
     return value
 
 
-def check_runtime(name: str | None, scenario: Any = None) -> None:
+def check_runtime(name: str | None, scenario: Any = None, flag: str = "--runtime") -> None:
     """Refuse an unknown --runtime before any work, in one line naming the flag. With the
     scenario: say when that runtime leaves out the scenario's runtime.options (they belong to
     the runtime the scenario names)."""
@@ -95,7 +95,7 @@ def check_runtime(name: str | None, scenario: Any = None) -> None:
     try:
         registry.resolve(name)
     except UsageError as exc:
-        raise UsageError(f"--runtime {name}: {exc}") from None
+        raise UsageError(f"{flag} {name}: {exc}") from None
     if scenario is not None and scenario.runtime.options and name != scenario.runtime.name:
         print(f"note: runtime.options of {scenario.source} ({', '.join(scenario.runtime.options)}) "
               f"are for {scenario.runtime.name}: not applied to --runtime {name}", file=sys.stderr)

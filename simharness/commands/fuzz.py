@@ -33,6 +33,10 @@ EPILOG = ("Same --seed and --examples, same result. A --time campaign ends by th
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runtime", metavar="NAME", default="mstar-python",
                    help="runtime under test (default: mstar-python)")
+    p.add_argument("--against", metavar="NAME",
+                   help="a second runtime as the oracle: every example runs under both, and a "
+                        "divergence in forward counts, loop counters, routed edges or outcome is "
+                        "a failure (diff:<kind>), whatever the checks say")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--time", type=float, metavar="S",
                         help="budget in seconds for the whole campaign, shrinking included "
@@ -43,9 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--workers", type=int, default=1, metavar="N",
                        help="Dask LocalCluster workers (default 1: in this process)")
     where.add_argument("--scheduler", metavar="ADDR", help="an existing Dask scheduler address")
-    p.add_argument("--corpus", metavar="DIR", default="scenarios/corpus",
-                   help="where failing cases are written, and known ones are looked up "
-                        "(default scenarios/corpus)")
+    p.add_argument("--corpus", metavar="DIR",
+                   help="where failing cases are written, and known ones are looked up (default: "
+                        "the scenarios/corpus of the project the current folder belongs to: the "
+                        "nearest one above it, else beside the nearest pyproject.toml or .git)")
     p.add_argument("--no-write", action="store_true", help="do not write corpus cases")
     p.add_argument("--fail-on-known", action="store_true",
                    help="exit 1 on failures the corpus already holds too (default: only new "
@@ -73,17 +78,24 @@ def main(args: argparse.Namespace) -> int:
     from simharness.explore.report import CaseWriter, Progress, campaign_summary, known_cases, print_summary
 
     corpus = _check(args)
-    known = known_cases(corpus, args.runtime)
+    if args.corpus is None:  # said once every argument is accepted
+        from simharness.explore.corpus import locate
+
+        print(locate().describe(), file=sys.stderr)
+    existed = corpus.is_dir()
+    known = known_cases(corpus, args.runtime, args.against)
     cfg = CampaignConfig(args.runtime, seed=args.seed, examples=args.examples,
                          time_s=args.time if args.examples is None else None,
                          workers=args.workers, scheduler=args.scheduler,
                          chunk_size=args.chunk_size, tolerated_only=args.tolerated_only,
-                         shrink=not args.no_shrink, known=frozenset(known))
+                         shrink=not args.no_shrink, known=frozenset(known), against=args.against)
     common.check_report_target(args.report)
     keep_hypothesis_files_out_of_cwd()
     from simharness.report.progress import StatusLine
 
     writer = CaseWriter(None if args.no_write else corpus, known)
+    if args.examples is None:  # a --time campaign (60 s by default): verdicts keep to it
+        writer.until = started + (args.time or 60.0)
     progress = Progress(sys.stderr)
     shrinking = StatusLine(sys.stderr)
     result = CampaignResult(cfg)
@@ -106,10 +118,14 @@ def main(args: argparse.Namespace) -> int:
         # Failures not final yet are kept as found: a case that fails is worth more than none.
         writer.rest(result, "Not shrunk: the campaign was interrupted.")
     progress.done(result)
+    if writer.paths and not existed:
+        print(f"created the corpus {corpus} for the {plural(len(writer.paths), 'case')} found",
+              file=sys.stderr)
     summary = campaign_summary(result, writer, interrupted)
     if args.report is not None:
         console = common.rendered(lambda out: print_summary(summary, out))
-        common.emit_report(args.report, f"fuzz-{args.runtime}-seed{args.seed}", "fuzz.json", summary,
+        arms = args.runtime if args.against is None else f"{args.runtime}-vs-{args.against}"
+        common.emit_report(args.report, f"fuzz-{arms}-seed{args.seed}", "fuzz.json", summary,
                            page(summary, console))
     if args.json:
         common.print_json(summary)
@@ -133,13 +149,23 @@ def _check(args: argparse.Namespace) -> Path:
         raise UsageError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
-    corpus = Path(args.corpus)
+    if args.corpus is None:
+        from simharness.explore.corpus import locate
+
+        corpus = locate().path
+    else:
+        corpus = Path(args.corpus)
     if corpus.exists() and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: exists and is not a directory (the corpus is a "
                          f"folder of case files)")
     if not args.no_write:
         common.check_creatable(corpus, "--corpus")
     common.check_runtime(args.runtime)
+    if args.against is not None:
+        common.check_runtime(args.against, flag="--against")
+        if args.against == args.runtime:
+            raise UsageError(f"--against {args.against}: the same runtime as --runtime; a "
+                             f"differential campaign compares two")
     return corpus
 
 
@@ -158,10 +184,12 @@ def page(summary: dict[str, Any], console: str) -> str:
         f'<tr><td class="l">{escape(f["signature"])}</td><td>{f["count"]}</td><td>{f["nodes"]}</td>'
         f'<td>{f["ranks"]}</td><td class="l">{"known" if f["known"] else "new"}</td>'
         f'<td class="l"><code>{escape(f["case"] or "(not written)")}</code></td>'
-        f'<td class="l">{escape(f.get("message", "")[:400])}</td></tr>'
+        f'<td class="l">{escape(f.get("message", "")[:400])}</td>'
+        f'<td class="l">{escape((f.get("verdict") or {}).get("text", ""))}</td></tr>'
         for f in s["failures"])
     cases = (f'<table><tr><th class="l">signature</th><th>found</th><th>nodes</th><th>ranks</th>'
-             f'<th class="l">case</th><th class="l">file</th><th class="l">message</th></tr>{failures}'
+             f'<th class="l">case</th><th class="l">file</th><th class="l">message</th>'
+             f'<th class="l">verdict</th></tr>{failures}'
              f'</table><p>Replay a case: <code>simharness replay CASE.yaml</code></p>'
              if s["failures"] else '<p class="pass">No failure found.</p>')
     body = [f'<section id="parameters"><h2>Parameters and outcome</h2><p>Runtime '

@@ -23,7 +23,8 @@ EPILOG = f"Exit codes: 0 as recorded, 1 diverged, 2 bad input, {common.EXIT_CODE
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("case", nargs="+", help="corpus case YAML file(s)")
     p.add_argument("--update", action="store_true",
-                   help="record the new trace digest of cases that still behave as recorded")
+                   help="record the new trace digest, and the verdict, of cases that still "
+                        "behave as recorded")
     p.add_argument("--json", action="store_true", help="print one JSON object per case")
     common.report_argument(p, "replay.json and report.html", "replay-<case>")
 
@@ -42,9 +43,10 @@ def main(args: argparse.Namespace) -> int:
             stop = interrupts.as_interrupted(exc)
             stop.partial = [r for r, _ in done]  # the cases replayed before the signal
             raise stop from None
-        doc = {"case": str(r.path), "runtime": r.runtime, "status": r.status,
+        doc = {"case": str(r.path), "runtime": r.runtime, "against": r.against, "status": r.status,
                "expected": r.expected, "got": r.got, "trace_digest": r.digest,
-               "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message}
+               "recorded_digest": r.expected_digest, "ok": r.ok, "message": r.message,
+               "verdict": r.verdict}
         done.append((r, doc))
         if args.json:
             common.print_json(doc)
@@ -65,7 +67,11 @@ def partial(found: list, args: argparse.Namespace) -> None:
 
 
 def _line(r: Any) -> str:
-    return f"{'ok ' if r.ok else 'DIVERGED'} {r.path} [{r.status}, {r.runtime}]: {r.message}"
+    arms = r.runtime if r.against is None else f"{r.runtime} against {r.against}"
+    line = f"{'ok ' if r.ok else 'DIVERGED'} {r.path} [{r.status}, {arms}]: {r.message}"
+    if r.verdict:
+        line += f"\n    verdict: {r.verdict['text']}"
+    return line
 
 
 def page(results: list[tuple[Any, Any]]) -> str:
@@ -81,12 +87,14 @@ def page(results: list[tuple[Any, Any]]) -> str:
     rows = "".join(
         f'<tr><td class="l"><code>{escape(str(r.path))}</code></td><td class="l">{escape(r.status)}</td>'
         f'<td class="l">{escape(r.runtime)}</td><td class="l {"pass" if r.ok else "fail"}">'
-        f'{"ok" if r.ok else "DIVERGED"}</td><td class="l">{escape(r.message)}</td></tr>'
+        f'{"ok" if r.ok else "DIVERGED"}</td><td class="l">{escape(r.message)}</td>'
+        f'<td class="l">{escape(r.verdict["text"] if r.verdict else "")}</td></tr>'
         for r, _ in results)
     body = [f'<section id="parameters"><h2>Parameters and outcome</h2><p>{plural(len(results), "case")}: '
             f'{outcome("pass" if all(r.ok for r, _ in results) else "fail")}</p><table><tr>'
             f'<th class="l">case</th><th class="l">status</th><th class="l">runtime</th>'
-            f'<th class="l">replay</th><th class="l">message</th></tr>{rows}</table></section>']
+            f'<th class="l">replay</th><th class="l">message</th><th class="l">verdict</th></tr>{rows}'
+            f'</table></section>']
     for r, rep in results:
         if rep is None:
             continue

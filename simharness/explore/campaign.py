@@ -10,6 +10,10 @@ workers, or an existing scheduler). Results are merged in chunk order and failur
 by signature, keeping the smallest example (the earliest among equals); each distinct failure
 is then shrunk.
 
+A differential campaign (``against``: a second runtime) runs every example under both and
+counts a divergence as a failure (``diff:<kind>``, `execute`); shrinking keeps the divergence of
+the same kind, so what is left is the smallest scenario on which the two runtimes part that way.
+
 Shrinking replays the failing example's chunk (same seed, same size) with Hypothesis's shrink
 phase on and a test that fails only on the *same signature*, so layout, workload, schedule and
 faults shrink together and the shrinker cannot wander to another bug; `reduce_scenario` then
@@ -41,7 +45,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from msgspec import Struct
 
-from simharness import interrupts
+from simharness import differential, interrupts
 from simharness.explore.execute import REFERENCE, execute, priority_of
 from simharness.explore.local_constants import without_local_constants
 from simharness.explore.reduce import reduce_scenario
@@ -97,6 +101,8 @@ class ChunkSpec(Struct, frozen=True):
     max_nodes: int = 10
     #: the swarm features examples may use (None: all); `strategies.FAMILIES` names useful sets
     features: frozenset[str] | None = None
+    #: a differential campaign's second runtime, the oracle (None: the checks are)
+    against: str | None = None
 
     @property
     def seed(self) -> int:
@@ -170,7 +176,7 @@ def explore_chunk(spec: ChunkSpec, budget_s: float | None = None) -> ChunkResult
         t = time.perf_counter()
         if deadline is not None and t >= deadline:
             raise OutOfTime
-        o = execute(raw, spec.runtime, spec.reference)
+        o = execute(raw, spec.runtime, spec.reference, against=spec.against)
         out.slowest_s = max(out.slowest_s, time.perf_counter() - t)
         i = out.examples
         out.examples += 1
@@ -252,7 +258,7 @@ def shrink(spec: ChunkSpec, finding: Finding, max_calls: int = DEFAULT_SHRINK_CA
             stopped[0] = "calls"
         if not hit and calls[0] <= max_calls:
             # Past the budget everything new counts as passing: the best so far stands.
-            o = execute(raw, spec.runtime, spec.reference)
+            o = execute(raw, spec.runtime, spec.reference, against=spec.against)
             if o.status == "fail" and o.signature == target:
                 failing.add(key)
                 last[:] = [(copy.deepcopy(raw), o.nodes, o.ranks, o.messages)]
@@ -274,7 +280,7 @@ def shrink(spec: ChunkSpec, finding: Finding, max_calls: int = DEFAULT_SHRINK_CA
     # Hypothesis removes what was drawn last more easily than what was drawn first; delete
     # whole walks, kinds and ranks from the scenario itself too (`reduce_scenario`).
     def still_fails(raw: dict[str, Any]) -> bool:
-        o = execute(raw, spec.runtime, spec.reference)
+        o = execute(raw, spec.runtime, spec.reference, against=spec.against)
         if o.status == "fail" and o.signature == target:
             last[:] = [(copy.deepcopy(raw), o.nodes, o.ranks, o.messages)]
             return True
@@ -320,10 +326,24 @@ class CampaignConfig:
     features: frozenset[str] | None = None
     #: signatures the corpus already holds for this runtime: reported, not shrunk again
     known: frozenset[str] = frozenset()
+    #: a differential campaign's second runtime (`ChunkSpec.against`)
+    against: str | None = None
 
     def spec(self, index: int, size: int) -> ChunkSpec:
         return ChunkSpec(self.runtime, self.seed, index, size, self.reference, self.tolerated_only,
-                         self.max_ranks, self.max_nodes, self.features)
+                         self.max_ranks, self.max_nodes, self.generated_features(), self.against)
+
+    def generated_features(self) -> frozenset[str] | None:
+        """The features examples may use: `features`, less what a differential campaign cannot
+        line up between its arms (`differential.left_out`)."""
+        if self.against is None:
+            return self.features
+        out = differential.left_out(self.runtime, self.against)
+        if not out:
+            return self.features
+        from simharness.explore.strategies import FEATURES
+
+        return frozenset(f for f in (self.features or FEATURES) if f not in out)
 
 
 @dataclass

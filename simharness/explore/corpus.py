@@ -24,8 +24,19 @@ runtime and compares: the signature (an ``open`` case that now passes says so: m
 changed since the case was recorded: ``--update`` records it anew, rewriting that one value and
 nothing else of the file). A digest recorded under an older digest scheme is named as such, not
 as a changed trace.
-The corpus is deduplicated by (runtime, signature): a campaign that finds a known failure
-reports the existing case instead of writing another one.
+The corpus is deduplicated by (runtime, against, signature): a campaign that finds a known
+failure reports the existing case instead of writing another one.
+
+A *differential* case (found by ``fuzz --against B``) records the second runtime too::
+
+  corpus:
+    signature: diff:routes        # diff:<first divergence kind>, `simharness.differential`
+    runtime: mstar-rust-prefix
+    against: mstar-python
+    trace_digest: ...             # the first runtime's run ...
+    against_trace_digest: ...     # ... and the second's
+
+and its replay runs both arms and compares them: an ``open`` case must still diverge that way.
 """
 
 from __future__ import annotations
@@ -49,6 +60,59 @@ from simharness.trace import DIGEST_SCHEME, other_scheme
 
 DEFAULT_DIR = Path("scenarios") / "corpus"
 
+#: what marks a project's root folder, when no corpus is found above a folder
+PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", ".git")
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a command's corpus is, and how it was found (for the line that says so)."""
+
+    path: Path
+    #: "found" (an existing corpus above the start), "project" (none yet, in the project a
+    #: marker names) or "here" (no project: beside the start)
+    how: str
+    start: Path
+
+    @property
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def describe(self) -> str:
+        n = len(list(self.path.glob("*.yaml"))) if self.exists else 0
+        if self.how == "found":
+            return f"corpus {self.path} ({n} case{'s' if n != 1 else ''}; found from {self.start})"
+        where = (f"the project at {self.path.parent.parent}" if self.how == "project"
+                 else f"{self.start}, in no project")
+        return f"corpus {self.path} (none yet for {where}: created with the first case)"
+
+
+def locate(start: str | Path | None = None) -> Located:
+    """The corpus of the project `start` (a folder or a scenario file; default: the current
+    folder) belongs to: the nearest ``scenarios/corpus`` folder at or above it; else
+    ``scenarios/corpus`` in the nearest folder above it that holds a project marker
+    (`PROJECT_MARKERS`); else ``scenarios/corpus`` in `start` itself."""
+    here = Path.cwd() if start is None else Path(start)
+    if here.is_file() or here.suffix in (".yaml", ".yml"):
+        here = here.parent
+    here = here.resolve()
+    chain = [here, *here.parents]
+    for d in chain:
+        if (d / DEFAULT_DIR).is_dir():
+            return Located(_shown(d / DEFAULT_DIR), "found", here)
+    for d in chain:
+        if any((d / m).exists() for m in PROJECT_MARKERS):
+            return Located(_shown(d / DEFAULT_DIR), "project", here)
+    return Located(_shown(here / DEFAULT_DIR), "here", here)
+
+
+def _shown(path: Path) -> Path:
+    """`path` relative to the current folder when it lies under it (as a user would type it)."""
+    try:
+        return path.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
 
 @dataclass
 class Case:
@@ -67,6 +131,10 @@ class Case:
     @property
     def status(self) -> str:
         return self._meta.status
+
+    @property
+    def against(self) -> str | None:
+        return self._meta.against
 
     @property
     def _meta(self) -> CorpusMeta:
@@ -91,21 +159,49 @@ def cases(directory: str | Path = DEFAULT_DIR) -> list[Case]:
     return [read_case(p) for p in sorted(d.glob("*.yaml"))]
 
 
-def find_case(directory: str | Path, runtime: str, sig: str) -> Case | None:
+def find_case(directory: str | Path, runtime: str, sig: str, against: str | None = None) -> Case | None:
     for case in cases(directory):
-        if case.meta is not None and case.runtime == runtime and case.signature == sig:
+        if (case.meta is not None and case.runtime == runtime and case.against == against
+                and case.signature == sig):
             return case
     return None
 
 
-def case_name(runtime: str, sig: str) -> str:
-    return f"{runtime}__{sig.replace(':', '-')}"
+def case_name(runtime: str, sig: str, against: str | None = None) -> str:
+    arms = runtime if against is None else f"{runtime}__vs__{against}"
+    return f"{arms}__{sig.replace(':', '-')}"
 
 
 def digest_of(sc: Scenario, runtime: str) -> tuple[str | None, str]:
     """(signature or None, trace digest) of one run of `sc` under `runtime`."""
     result, violations = simulate(sc, runtime, keep_trace=False)
     return signature_of(violations), result.recorder.digest()
+
+
+@dataclass
+class DifferentialRun:
+    """Both arms of a differential case's run: its signature and each arm's digest."""
+
+    signature: str | None
+    digests: tuple[str, str]
+    divergences: list[Any]
+    #: the first arm's run (what a report page shows)
+    run: RunReport
+
+
+def run_differential(sc: Scenario, runtime: str, against: str) -> DifferentialRun:
+    import time
+
+    from simharness import differential
+    from simharness.explore.execute import run_arms
+
+    t0 = time.perf_counter()
+    a, b, results = run_arms(sc, runtime, against, digest=True)
+    found = differential.divergences(a, b)
+    digests = (results[0].recorder.digest(), results[1].recorder.digest())
+    report = RunReport(sc, runtime, "sim", results[0], list(a.violations), digests[0],
+                       time.perf_counter() - t0)
+    return DifferentialRun(differential.signature(found), digests, found, report)
 
 
 def signature_of(violations: list) -> str | None:
@@ -117,18 +213,35 @@ def signature_of(violations: list) -> str | None:
 
 
 def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: str, *,
-               seed: int, example: int, nodes: int, ranks: int, note: str = "") -> Path:
-    """Write a shrunk failure as a corpus case (status ``open``); return its path."""
+               seed: int, example: int, nodes: int, ranks: int, note: str = "",
+               against: str | None = None, with_verdict: bool = True,
+               judged: dict[str, Any] | None = None) -> Path:
+    """Write a shrunk failure as a corpus case (status ``open``); return its path. `against`:
+    the second runtime of a differential failure. The case carries its verdict
+    (`simharness.explore.verdict`: the real stack and the other profiles run it): `judged`, or
+    one judged here."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    name = case_name(runtime, sig)
+    name = case_name(runtime, sig, against)
     body = {k: v for k, v in copy.deepcopy(raw).items() if k != "corpus"}
     body["name"] = name
-    got, digest = digest_of(parse_scenario(copy.deepcopy(body), source="<corpus>"), runtime)
+    sc = parse_scenario(copy.deepcopy(body), source="<corpus>")
     check, _, _key = sig.partition(":")
-    meta: dict[str, Any] = {"signature": sig, "check": check, "runtime": runtime,
-                            "status": "open", "seed": seed, "example": example,
-                            "nodes": nodes, "ranks": ranks, "trace_digest": digest}
+    meta: dict[str, Any] = {"signature": sig, "check": check, "runtime": runtime}
+    if against is None:
+        got, digest = digest_of(sc, runtime)
+    else:
+        diff = run_differential(sc, runtime, against)
+        got, digest = diff.signature, diff.digests[0]
+        meta.update(against=against, against_trace_digest=diff.digests[1])
+    meta.update({"status": "open", "seed": seed, "example": example,
+                 "nodes": nodes, "ranks": ranks, "trace_digest": digest})
+    if judged is None and with_verdict:
+        from simharness.explore.verdict import verdict
+
+        judged = verdict(sc, runtime, sig, against).to_json()
+    if judged is not None:
+        meta["verdict"] = judged
     if note:
         meta["note"] = note
     if got != sig:
@@ -158,15 +271,20 @@ class Replay:
     message: str
     #: the case's run, for whoever shows it (a console report, a report page)
     run: RunReport | None = field(default=None, compare=False, repr=False)
+    #: a differential case's second runtime
+    against: str | None = None
+    #: the verdict on the case (`simharness.explore.verdict`), as JSON
+    verdict: dict[str, Any] | None = None
 
 
 def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
-           raw: dict[str, Any] | None = None) -> Replay:
+           raw: dict[str, Any] | None = None, judge: bool = True) -> Replay:
     """Run a corpus case and say whether it behaves as recorded.
 
     The run comes back with the verdict (`Replay.run`), so that showing it needs no second run;
     `keep_trace` keeps its events, for a report page. `raw`: the file as already read, if it was
-    (`load_scenario`)."""
+    (`load_scenario`). `judge`: also give the case its verdict (the real stack and our model of
+    it run it; `simharness.explore.verdict`); ``update`` records it in the file."""
     p = Path(path)
     sc = load_scenario(p, raw=raw)  # validates, with the file name in any error
     meta = sc.corpus
@@ -174,17 +292,26 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
         raise ScenarioError("corpus", "missing: not a corpus case (expected a corpus: block with "
                                       "signature, runtime and status)", source=str(p))
     runtime, status, expected = meta.runtime, meta.status, meta.signature
+    against = meta.against
+    other_digest: tuple[str, str] | None = None  # a differential case's second arm: recorded, got
     try:
-        run = run_scenario(sc, runtime, keep_trace=keep_trace)
+        if against is None:
+            run = run_scenario(sc, runtime, keep_trace=keep_trace)
+            got, digest = signature_of(run.violations), run.trace_digest
+        else:
+            diff = run_differential(sc, runtime, against)
+            run, got, digest = diff.run, diff.signature, diff.digests[0]
+            other_digest = (meta.against_trace_digest or "", diff.digests[1])
     except UsageError as exc:  # the recorded runtime cannot run here: the case's key says which
-        raise ScenarioError("corpus.runtime", str(exc), source=str(p)) from None
-    got, digest = signature_of(run.violations), run.trace_digest
+        key = "corpus.runtime" if against is None or runtime in str(exc) else "corpus.against"
+        raise ScenarioError(key, str(exc), source=str(p)) from None
     recorded = meta.trace_digest
+    arms = runtime if against is None else f"{runtime} against {against}"
     if status == "open":
         if got == expected:
             ok, message = True, f"still fails as recorded ({expected})"
         elif got is None:
-            ok, message = False, (f"now passes under {runtime}: the {expected} failure is gone; "
+            ok, message = False, (f"now passes under {arms}: the {expected} failure is gone; "
                                   f"if the runtime was fixed, set corpus.status to fixed")
         else:
             ok, message = False, f"fails differently: {got} instead of {expected}"
@@ -210,24 +337,71 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
                         f"(simharness replay --update records the new trace)")
     elif ok and update and not recorded:
         message += "; trace digest recorded" + _record_digest(p, sc, digest)
-    return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run)
+    if ok and other_digest is not None and other_digest[0] != other_digest[1]:
+        if update:
+            message += ("; the second arm's trace digest updated"
+                        + _record_digest(p, sc, other_digest[1], "against_trace_digest"))
+        else:
+            ok = False
+            message += (f"; but {against}'s trace differs from the recorded one: the simulator "
+                        f"changed since it was recorded (simharness replay --update records it)")
+    judged = None
+    if judge and status == "open":
+        from simharness.explore.verdict import verdict
+
+        judged = verdict(sc, runtime, expected, against).to_json()
+        if update and ok and judged != meta.verdict:
+            message += "; verdict recorded" + _record_verdict(p, sc, judged)
+    return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run, against,
+                  judged)
 
 
 #: the corpus block: its first line, then its lines (indented, or blank) as group 1
 _CORPUS_BLOCK = re.compile(r"^corpus:[ \t]*\n((?:(?:[ \t]+.*)?\n)*)", re.MULTILINE)
-#: the block's trace digest line, its value as group 2
-_DIGEST_LINE = re.compile(r"^(  trace_digest: *)(\S*)[ \t]*$", re.MULTILINE)
+def _digest_line(key: str) -> re.Pattern[str]:
+    """The block's `key` line (a trace digest), its value as group 2."""
+    return re.compile(rf"^(  {key}: *)(\S*)[ \t]*$", re.MULTILINE)
 
 
-def _record_digest(path: Path, sc: Scenario, digest: str) -> str:
+def _record_digest(path: Path, sc: Scenario, digest: str, key: str = "trace_digest") -> str:
     """`_write_digest`; a file that cannot be written is one line naming it."""
     try:
-        return _write_digest(path, sc, digest)
+        return _write_digest(path, sc, digest, key)
     except OSError as exc:
         raise UsageError(f"{path}: cannot record the new trace digest: {exc.strerror or exc}") from None
 
 
-def _write_digest(path: Path, sc: Scenario, digest: str) -> str:
+#: the block's verdict: its line and the lines indented under it
+_VERDICT_LINES = re.compile(r"^  verdict:.*\n(?:    .*\n)*", re.MULTILINE)
+
+
+def _record_verdict(path: Path, sc: Scenario, judged: dict[str, Any]) -> str:
+    """Write `judged` as the case's ``corpus.verdict``, in place of the one there, changing
+    nothing else of the file (as `_write_digest` does)."""
+    lines = yaml.safe_dump({"verdict": judged}, sort_keys=False, width=96)
+    lines = "".join(f"  {line}\n" for line in lines.splitlines())
+    try:
+        text = path.read_text(encoding="utf-8")
+        blocks = list(_CORPUS_BLOCK.finditer(text))
+        if len(blocks) != 1:
+            raw = copy.deepcopy(dict(sc.raw))
+            raw["corpus"]["verdict"] = judged
+            _dump(path, raw)
+            return " (the file was written anew from what was read: comments in it are gone)"
+        body = blocks[0].group(1)
+        if _VERDICT_LINES.search(body):
+            body = _VERDICT_LINES.sub(lambda _m: lines, body, count=1)
+        else:
+            kept = body.rstrip("\n")
+            body = f"{kept}\n{lines}{body[len(kept) + 1:]}" if kept else lines
+        start, end = blocks[0].span(1)
+        write_text(path, text[:start] + body + text[end:])
+        return ""
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot record the verdict: {exc.strerror or exc}") from None
+
+
+def _write_digest(path: Path, sc: Scenario, digest: str, key: str = "trace_digest") -> str:
     """Write `digest` as the case's trace digest, changing nothing else of the file: its
     comments, order and layout are what a person may have written. In the file's one ``corpus:``
     block, the value of its ``trace_digest:`` line is replaced, or the line is added at the end
@@ -237,20 +411,22 @@ def _write_digest(path: Path, sc: Scenario, digest: str) -> str:
     text = path.read_text(encoding="utf-8")
     blocks = list(_CORPUS_BLOCK.finditer(text))
     body = blocks[0].group(1) if len(blocks) == 1 else ""
-    if len(blocks) == 1 and len(_DIGEST_LINE.findall(body)) <= 1:
-        if _DIGEST_LINE.search(body):
-            body = _DIGEST_LINE.sub(lambda m: m.group(1) + digest, body)
+    line = _digest_line(key)
+    if len(blocks) == 1 and len(line.findall(body)) <= 1:
+        if line.search(body):
+            body = line.sub(lambda m: m.group(1) + digest, body)
         else:  # a new last line of the block; blank lines after the block stay after it
             kept = body.rstrip("\n")
-            body = f"{kept}\n  trace_digest: {digest}{body[len(kept):]}" if kept else \
-                f"  trace_digest: {digest}\n"
+            body = f"{kept}\n  {key}: {digest}{body[len(kept):]}" if kept else \
+                f"  {key}: {digest}\n"
         start, end = blocks[0].span(1)
         write_text(path, text[:start] + body + text[end:])
         return ""
     raw = copy.deepcopy(dict(sc.raw))  # the file as read: the scenario keeps its own
-    raw["corpus"]["trace_digest"] = digest
+    raw["corpus"][key] = digest
     _dump(path, raw)
     return " (the file was written anew from what was read: comments in it are gone)"
 
 
-__all__ = ["DEFAULT_DIR", "Case", "Replay", "cases", "execute", "find_case", "replay", "write_case"]
+__all__ = ["DEFAULT_DIR", "Case", "DifferentialRun", "Located", "Replay", "cases", "execute",
+           "find_case", "locate", "replay", "run_differential", "write_case"]

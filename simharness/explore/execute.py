@@ -11,6 +11,12 @@ every built-in check plus a coverage observer, and classifies it:
   (delays, jitter, tie order, a slow rank) every failure counts;
 * ``invalid``: the loader refused the example (a bug in the strategies; reported, never hidden).
 
+A *differential* example (``against``: a second runtime) runs under both, and the other runtime
+is the oracle (`simharness.differential`): the example fails when the two runs part in forward
+counts, loop counters, routed edges or outcome, named ``diff:<first kind>``, whatever the checks
+say of either run. An example whose real-stack arm shows a mechanism the model has no part for
+is ``incomparable`` (counted, not compared).
+
 The signature keeps what identifies a bug and drops what shrinking changes: the check that saw the
 root cause (the reporting check of the lowest `Check.priority`: ``loop_exit`` before the
 ``forwards`` and ``drain`` symptoms it causes) and the kind of its most telling violation (its
@@ -26,8 +32,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simharness import differential
 from simharness.checks import BUILTIN_CHECKS, KNOWN_CHECKS, UNRANKED, Check, Violation
-from simharness.errors import ScenarioError
+from simharness.errors import RuntimeRefused, ScenarioError
 from simharness.explore.coverage import CoverageObserver, static_features
 from simharness.run import simulate
 from simharness.scenario.loader import parse_scenario
@@ -59,13 +66,16 @@ def size_of(scenario: Scenario) -> tuple[int, int]:
 
 
 def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE,
-            checks: Sequence[type[Check]] = BUILTIN_CHECKS) -> Outcome:
-    """Run one generated example under `runtime` with every check of `checks` and classify it."""
+            checks: Sequence[type[Check]] = BUILTIN_CHECKS, against: str | None = None) -> Outcome:
+    """Run one generated example under `runtime` with every check of `checks` and classify it;
+    with `against`, under both runtimes, the second as the oracle."""
     try:
         scenario = parse_scenario(copy.deepcopy(raw), source="<fuzz>", default_name="fuzz")
     except ScenarioError as err:
         return Outcome("invalid", error=str(err))
     nodes, ranks = size_of(scenario)
+    if against is not None:
+        return _differential(scenario, runtime, against, checks, nodes, ranks)
     cov = CoverageObserver(scenario)
     result, violations = simulate(scenario, runtime, keep_trace=False, observers=[cov], digest=False,
                                   checks=checks)
@@ -80,6 +90,40 @@ def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE,
                         or simulate(scenario, reference, keep_trace=False, digest=False, checks=checks)[1]):
         out.status = "fault_induced"
     return out
+
+
+def run_arms(scenario: Scenario, runtime: str, against: str,
+             checks: Sequence[type[Check]] = BUILTIN_CHECKS, observers: Sequence[Any] = (),
+             digest: bool = False) -> tuple[differential.Arm, differential.Arm, list[Any]]:
+    """Both arms of a differential run, each as `differential.aligned` makes it, and their
+    results (for digests)."""
+    arms, results = [], []
+    for i, (name, other) in enumerate(((runtime, against), (against, runtime))):
+        sc = differential.aligned(scenario, name, other)
+        result, violations = simulate(sc, name, keep_trace=True, digest=digest, checks=checks,
+                                      observers=observers if i == 0 else ())
+        arms.append(differential.Arm(name, result.events, dict(result.outcomes), violations))
+        results.append(result)
+    return arms[0], arms[1], results
+
+
+def _differential(scenario: Scenario, runtime: str, against: str, checks: Sequence[type[Check]],
+                  nodes: int, ranks: int) -> Outcome:
+    cov = CoverageObserver(scenario)
+    try:
+        a, b, results = run_arms(scenario, runtime, against, checks, [cov])
+    except RuntimeRefused as exc:  # the real code refuses the layout: nothing to compare
+        return Outcome("incomparable", messages=[str(exc)], nodes=nodes, ranks=ranks)
+    features = static_features(scenario, results[0].layout) | cov.features
+    beyond = differential.incomparable(a, scenario) + differential.incomparable(b, scenario)
+    if beyond:
+        return Outcome("incomparable", messages=beyond, features=features, nodes=nodes, ranks=ranks)
+    found = differential.divergences(a, b)
+    sig = differential.signature(found)
+    if sig is None:
+        return Outcome("pass", features=features, nodes=nodes, ranks=ranks)
+    return Outcome("fail", differential.CHECK, sig, [d.text((runtime, against)) for d in found[:3]],
+                   features, nodes, ranks)
 
 
 def signature(violations: list[Violation], scenario: Scenario | None = None,

@@ -2,16 +2,22 @@
 
 The summary object (``simharness fuzz --json``) is::
 
-    {"runtime": ..., "seed": N, "examples": N, "examples_per_s": X, "slowest_example_s": X,
+    {"runtime": ..., "against": null or the second runtime, "arms": null or in words,
+     "left_out": [features a differential campaign does not generate], "seed": N,
+     "examples": N, "examples_per_s": X, "slowest_example_s": X,
      "failures": [{"check": ..., "signature": ..., "known": bool, "case": PATH or null,
                    "replay": "simharness replay PATH" or null, "not_written": why or null,
                    "nodes": N, "ranks": N,
                    "count": N, "shrunk": bool, "shrink_s": X, "shrink_stopped": "" | "time" |
-                   "calls" | "interrupted", "message": ...}],
+                   "calls" | "interrupted", "message": ...,
+                   "verdict": {"mstar": real | runtime-specific | model-only | unverified,
+                               "faults": none | transport | beyond, "stack": ..., "text": ...}
+                              or null (a known case recorded without one)}],
      "new": [signature, ...], "known": [signature, ...],
      "coverage": {"layout": {...}, "edges": {...}, "loops": {...}, "faults": {...},
                   "reached": "K/M", "examples": N},
-     "outcomes": {"pass": N, "fail": N, "fault_induced": N, "invalid": N},
+     "outcomes": {"pass": N, "fail": N, "fault_induced": N, "invalid": N} (and
+                  "incomparable": N in a differential campaign),
      "invalid": [...], "explore_s": X, "shrink_s": X, "interrupted": bool,
      "reproduce": "simharness fuzz ..."}
 
@@ -28,10 +34,14 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from simharness import differential
 from simharness.explore.campaign import DEFAULT_CHUNK, CampaignResult
 from simharness.explore.corpus import Case, cases, write_case
 from simharness.explore.coverage import UNIVERSE, summarize
 from simharness.wording import plural
+
+#: an example's outcomes, in the order they are counted (``incomparable``: differential only)
+OUTCOMES = ("pass", "fail", "fault_induced", "incomparable", "invalid")
 
 #: the longest failure message printed (the JSON keeps the whole first message)
 MESSAGE_CHARS = 300
@@ -42,10 +52,11 @@ def shorten(text: str, width: int) -> str:
     return textwrap.shorten(" ".join(text.split()), width, placeholder=" ...")
 
 
-def known_cases(directory: str | Path, runtime: str) -> dict[str, Case]:
-    """signature -> corpus case, for the cases of `runtime` in `directory`."""
+def known_cases(directory: str | Path, runtime: str, against: str | None = None) -> dict[str, Case]:
+    """signature -> corpus case, for the cases of `runtime` (of `runtime` against `against`, for
+    a differential campaign) in `directory`."""
     return {c.signature: c for c in cases(directory)
-            if c.meta is not None and c.runtime == runtime}
+            if c.meta is not None and c.runtime == runtime and c.against == against}
 
 
 class Progress:
@@ -62,7 +73,8 @@ class Progress:
         total = sum(len(v) for v in UNIVERSE.values())
         reached = sum(1 for area, names in UNIVERSE.items() for n in names
                       if r.coverage.get(f"{area}.{n}"))
-        head = f"fuzz {r.config.runtime} seed {r.config.seed}: "
+        vs = f" against {r.config.against}" if r.config.against else ""
+        head = f"fuzz {r.config.runtime}{vs} seed {r.config.seed}: "
         fails = ", ".join(f"{s} x{f.count}" + (" (known)" if s in r.config.known else "")
                           for s, f in sorted(r.findings.items())) or "none"
         return (head + f"{plural(r.examples, 'example')} ({r.examples_per_s:.0f}/s) | failures: {fails} | "
@@ -103,20 +115,28 @@ class CaseWriter:
         self.paths: dict[str, Path] = {}
         #: signature -> why its case could not be written (the campaign goes on without it)
         self.unwritten: dict[str, str] = {}
+        #: signature -> the verdict on each new failure (`simharness.explore.verdict`), as JSON
+        self.verdicts: dict[str, dict[str, Any]] = {}
+        #: a perf_counter reading past which verdicts try no more seeds (a --time budget)
+        self.until: float | None = None
 
     def __call__(self, r: CampaignResult, sig: str, note: str = "") -> None:
-        if self.directory is None or sig in self.known or sig in self.paths or sig in self.unwritten:
+        if sig in self.known or sig in self.paths or sig in self.unwritten or sig in self.verdicts:
             return
         f = r.findings[sig]
         sh = r.shrunk.get(sig)
         raw, nodes, ranks = (sh.raw, sh.nodes, sh.ranks) if sh else (f.raw, f.nodes, f.ranks)
+        self.verdicts[sig] = judge(raw, r.config.runtime, sig, r.config.against, self.until)
+        if self.directory is None:
+            return
         if sh is not None and sh.stopped == "time":
             note = note or "Shrinking stopped early: the campaign's time budget ran out."
         try:
             self.paths[sig] = write_case(self.directory, raw, r.config.runtime, sig,
                                          seed=r.config.seed,
                                          example=f.chunk * r.config.chunk_size + f.example,
-                                         nodes=nodes, ranks=ranks, note=note)
+                                         nodes=nodes, ranks=ranks, note=note,
+                                         against=r.config.against, judged=self.verdicts[sig])
         except OSError as exc:
             # A full disk or a folder gone mid-campaign: the failures found so far still count
             # and are still shown; only this case is missing from the corpus.
@@ -126,6 +146,18 @@ class CaseWriter:
         """Write the new failures that never became final (an interrupted campaign)."""
         for sig in r.new_signatures():
             self(r, sig, note)
+
+
+def judge(raw: dict[str, Any], runtime: str, sig: str, against: str | None,
+          until: float | None = None) -> dict[str, Any]:
+    """The verdict on a failing example (`simharness.explore.verdict`), as JSON."""
+    import copy
+
+    from simharness.explore.verdict import verdict
+    from simharness.scenario.loader import parse_scenario
+
+    sc = parse_scenario(copy.deepcopy(raw), source="<fuzz>", default_name="fuzz")
+    return verdict(sc, runtime, sig, against, until).to_json()
 
 
 def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
@@ -145,7 +177,7 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
             path = case.path
             entry.update(known=True, nodes=meta.nodes, ranks=meta.ranks,
                          shrunk=None, shrink_s=None, shrink_stopped="",
-                         message=str(meta.note))
+                         message=str(meta.note), verdict=meta.verdict)
         else:
             sh = r.shrunk.get(sig)
             path = written.get(sig)
@@ -155,7 +187,8 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
                          ranks=sh.ranks if sh else f.ranks,
                          shrunk=bool(sh and sh.shrunk),
                          shrink_s=round(sh.wall_s, 2) if sh else None, shrink_stopped=stopped,
-                         message=messages[0] if messages else "")
+                         message=messages[0] if messages else "",
+                         verdict=writer.verdicts.get(sig) if writer is not None else None)
         entry["case"] = None if path is None else Path(path).as_posix()
         entry["replay"] = None if path is None else f"simharness replay {Path(path).as_posix()}"
         entry["not_written"] = unwritten.get(sig)
@@ -163,6 +196,9 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
     cfg = r.config
     return {
         "runtime": cfg.runtime,
+        "against": cfg.against,
+        "arms": None if cfg.against is None else differential.arms_text(cfg.runtime, cfg.against),
+        "left_out": [] if cfg.against is None else list(differential.left_out(cfg.runtime, cfg.against)),
         "seed": cfg.seed,
         "examples": r.examples,
         "examples_per_s": round(r.examples_per_s, 1),
@@ -171,12 +207,14 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
         "new": [f["signature"] for f in failures if not f["known"]],
         "known": [f["signature"] for f in failures if f["known"]],
         "coverage": summarize(r.coverage, r.examples),
-        "outcomes": {k: r.statuses.get(k, 0) for k in ("pass", "fail", "fault_induced", "invalid")},
+        "outcomes": {k: r.statuses.get(k, 0) for k in OUTCOMES if k != "incomparable" or cfg.against},
         "invalid": r.invalid[:5],
         "explore_s": round(r.explore_s, 2),
         "shrink_s": round(r.shrink_s, 2),
         "interrupted": bool(interrupted),
-        "reproduce": (f"simharness fuzz --runtime {cfg.runtime} --seed {cfg.seed} "
+        "reproduce": (f"simharness fuzz --runtime {cfg.runtime} "
+                      + (f"--against {cfg.against} " if cfg.against else "")
+                      + f"--seed {cfg.seed} "
                       f"--examples {r.examples}"
                       + (f" --chunk-size {cfg.chunk_size}" if cfg.chunk_size != DEFAULT_CHUNK else "")
                       + (" --tolerated-only" if cfg.tolerated_only else "")),
@@ -195,8 +233,12 @@ _STOPPED = {"time": "shrinking stopped early: the time budget ran out",
 
 def print_summary(summary: dict[str, Any], out: IO[str]) -> None:
     s = summary
-    out.write(f"{plural(s['examples'], 'example')} under {s['runtime']} ({s['examples_per_s']}/s, "
+    arms = s.get("arms") or s["runtime"]
+    out.write(f"{plural(s['examples'], 'example')} under {arms} ({s['examples_per_s']}/s, "
               f"slowest {s['slowest_example_s']:.2f} s), outcomes: {outcomes_text(s['outcomes'])}\n")
+    if s.get("left_out"):
+        out.write(f"left out of generation (the arms cannot line them up): "
+                  f"{', '.join(s['left_out'])}\n")
     cov = s["coverage"]
     out.write(f"coverage {cov['reached']} graph features\n")
     for area in UNIVERSE:
@@ -222,6 +264,8 @@ def print_summary(summary: dict[str, Any], out: IO[str]) -> None:
             out.write(f"FAIL {f['signature']} x{f['count']} (new): {size}, {how}\n")
             if f["message"]:
                 out.write(f"     {shorten(f['message'], MESSAGE_CHARS)}\n")
+        if f.get("verdict"):
+            out.write(f"     verdict: {f['verdict']['text']}\n")
         unwritten = f"not written: {f['not_written']}" if f.get("not_written") else "not written (--no-write)"
         out.write(f"     {f['replay'] or unwritten}\n")
     new, known = len(s["new"]), len(s["known"])

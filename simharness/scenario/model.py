@@ -244,6 +244,12 @@ class CorpusMeta(Struct, frozen=True):
     ranks: int | None = None
     trace_digest: Any = None
     note: Any = ""
+    #: a differential case's second runtime (the oracle); None for a case of the checks
+    against: Any = None
+    #: ... and the trace digest of its run
+    against_trace_digest: Any = None
+    #: the verdict replay last recorded (`simharness.explore.verdict`): mstar, faults, stack, text
+    verdict: Any = None
 
 
 @compared_without("source", "fingerprint", "raw", "notes", "walk_facts", "corpus")

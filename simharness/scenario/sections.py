@@ -37,8 +37,8 @@ from simharness.scenario.reading import read_yaml
 from simharness.wording import hint, plural
 
 #: Keys of a fuzz corpus case's ``corpus:`` block (metadata; it does not change the run).
-CORPUS_KEYS = ("signature", "check", "key", "runtime", "status", "seed", "example", "trace_digest",
-               "nodes", "ranks", "note")
+CORPUS_KEYS = ("signature", "check", "key", "runtime", "against", "status", "seed", "example",
+               "trace_digest", "against_trace_digest", "nodes", "ranks", "note", "verdict")
 CORPUS_STATUSES = ("open", "fixed")
 TRANSPORTS = ("shm", "ipc", "tcp", "rdma")
 #: Most ranks a placement may use (mstar's worker_0..worker_N-1); a larger rank is a typo.
@@ -376,6 +376,8 @@ def parse_corpus(raw: Any) -> CorpusMeta:
     m = f.mapping(raw, "corpus", CORPUS_KEYS, required=("signature", "runtime", "status"))
     signature = f.string(m["signature"], "corpus.signature")
     runtime = f.name(m["runtime"], "corpus.runtime", "a runtime name")
+    against = None if m.get("against") is None else f.name(m["against"], "corpus.against",
+                                                             "a runtime name")
     if m["status"] not in CORPUS_STATUSES:
         raise ScenarioError("corpus.status", f"expected one of {', '.join(CORPUS_STATUSES)}, "
                                              f"got {f.describe(m['status'])}"
@@ -385,9 +387,22 @@ def parse_corpus(raw: Any) -> CorpusMeta:
     # Texts, or absent: a date or a number here (YAML reads `2020-01-01` as a date) would be
     # printed, compared and written back as something else.
     texts = {key: None if m.get(key) is None else f.string(m[key], f.join("corpus", key))
-             for key in ("check", "key", "trace_digest", "note")}
+             for key in ("check", "key", "trace_digest", "against_trace_digest", "note")}
     return CorpusMeta(signature, runtime, m["status"], check=texts["check"], key=texts["key"],
-                      trace_digest=texts["trace_digest"], note=texts["note"] or "", **counts)
+                      trace_digest=texts["trace_digest"], note=texts["note"] or "",
+                      against=against, against_trace_digest=texts["against_trace_digest"],
+                      verdict=_verdict(m.get("verdict")), **counts)
+
+
+def _verdict(raw: Any) -> dict[str, Any] | None:
+    """A case's recorded verdict (`simharness.explore.verdict`): what replay last found; a
+    mapping of plain values, or absent."""
+    if raw is None:
+        return None
+    m = f.mapping(raw, "corpus.verdict", ("mstar", "faults", "stack", "stack_seed", "text"),
+                  required=("mstar", "faults"))
+    return {k: (v if isinstance(v, int) and not isinstance(v, bool)
+                else f.string(v, f.join("corpus.verdict", k))) for k, v in m.items()}
 
 
 def _hint_of(value: Any, choices: tuple[str, ...]) -> str:

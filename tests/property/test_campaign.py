@@ -53,9 +53,9 @@ from tests.property.test_campaign import CFG, _plain
 seen = []
 real_execute = campaign.execute
 
-def recording(raw, *args):
+def recording(raw, *args, **kw):
     seen.append(json.dumps(raw, sort_keys=True))
-    return real_execute(raw, *args)
+    return real_execute(raw, *args, **kw)
 
 campaign.execute = recording
 
@@ -141,7 +141,7 @@ def test_a_shrunk_case_reports_the_size_and_messages_of_the_scenario_it_returns(
             return own.union(*map(names, tree.values()))
         return set().union(*map(names, tree)) if isinstance(tree, list) else set()
 
-    def fails_always(raw, runtime, reference=None):
+    def fails_always(raw, runtime, reference=None, against=None):
         nodes = names(raw["graph"]["walks"])
         ranks = {r for g in raw["placement"]["node_groups"] for r in g.get("ranks", [])}
         return Outcome("fail", "fake", "fake:any", sorted(nodes), nodes=len(nodes),
@@ -184,6 +184,5 @@ def test_a_campaign_refuses_to_run_when_a_patched_name_is_gone(monkeypatch):
     from simharness.explore.local_constants import HypothesisChanged, without_local_constants
 
     monkeypatch.delattr(providers, "_get_local_constants")
-    with pytest.raises(HypothesisChanged, match="_get_local_constants"):
-        with without_local_constants():
-            pass
+    with pytest.raises(HypothesisChanged, match="_get_local_constants"), without_local_constants():
+        pass

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 import yaml
 
+from simharness.errors import RuntimeRefused
 from simharness.mstar.stack import seams
 from simharness.mstar.stack.engine import FakeEngine
 from simharness.mstar.stack.model import ScenarioModel
@@ -51,6 +52,18 @@ MAX_SEQ_LEN = 4096
 
 def worker_id(rank: int) -> str:
     return f"worker_{rank}"
+
+
+def _where_raised(exc: BaseException) -> str:
+    """``IndexError: list index out of range (mstar/distributed/communication.py:421)``: an
+    exception out of mstar's code, with the innermost line of mstar's that raised it."""
+    tb, where = exc.__traceback__, ""
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/mstar/" in path:
+            where = f"mstar/{path.rsplit('/mstar/', 1)[1]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
 
 
 class Stack:
@@ -92,7 +105,12 @@ class Stack:
         with tempfile.TemporaryDirectory(prefix="simharness-mstar-") as tmp:
             config = Path(tmp) / "config.yaml"
             config.write_text(yaml.safe_dump(self._config(), sort_keys=False), encoding="utf-8")
-            self.conductor = Conductor(self.model, str(config), socket_path_prefix=str(Path(tmp) / "sock"))
+            try:
+                self.conductor = Conductor(self.model, str(config),
+                                           socket_path_prefix=str(Path(tmp) / "sock"))
+            except Exception as exc:  # mstar's own start-up code: its error, said as one line
+                raise RuntimeRefused(f"runtime mstar: mstar-ai's Conductor refuses this layout "
+                                     f"at start-up: {_where_raised(exc)}") from None
         self.workers: dict[int, Any] = {}
         for wid, kwargs in self._worker_kwargs.items():
             kw = pickle.loads(pickle.dumps(kwargs))  # what the spawn context does to them

@@ -44,6 +44,22 @@ class MstarStack:
     #: the zmq backend refuses it: mstar's blocking loops are restated over the simulation's
     #: clock and port, not over real processes (docs/real_backends.md)
     simulation_only = True
+    #: the loop a model runs when compared with this stack (`simharness.differential.aligned`)
+    model_policy = MSTAR_0_2_1
+    #: generated features a comparison with a model cannot line up, so a differential campaign
+    #: against this runtime leaves them out (`simharness.differential.left_out`): random link
+    #: and service jitter, shuffled ties and message faults are drawn or counted per message,
+    #: and this stack sends messages the model has none of (acks, UNPERSIST_TENSORS, the
+    #: preprocess worker's), so the two arms would draw for, or fault, different messages
+    unaligned_features = ("schedule", "faults")
+
+    @staticmethod
+    def beyond_model(events: Any, scenario: Any) -> list[str]:
+        """The mechanisms this run shows that the model has no part for (labels,
+        `mechanisms.REAL_ONLY`): a run showing one is not compared with a model's."""
+        from simharness.mstar.stack.mechanisms import real_only
+
+        return real_only(events, scenario)
 
     @staticmethod
     def available() -> bool:

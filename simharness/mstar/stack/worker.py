@@ -41,6 +41,7 @@ from simharness import events as ev
 from simharness.drive.worker import IdleWait
 from simharness.mstar.convert import CARRIES, EMIT_TO_CLIENT, EMPTY_DESTINATION
 from simharness.mstar.stack.build import Stack
+from simharness.mstar.stack.mechanisms import FREED_TENSOR, NO_STREAM_BUFFER
 from simharness.runtime.effects import Effects
 from simharness.runtime.protocol import MSTAR_0_2_1, StallPosition
 from simharness.runtime.scheduler import Batch
@@ -727,15 +728,6 @@ def _leftovers(io: Any, wg: str) -> list[str]:
     for node in io.wg_state_registry.ready_names:
         out.append(f"{node} in {wg} still queued as ready")
     return out
-
-
-#: the ``Dropped`` reason's tail when a step read a tensor its rank had already freed
-FREED_TENSOR = "a tensor was freed before this rank's node read it (mstar's reference counts)"
-
-
-#: the ``Dropped`` reason's tail when a rank routed a stream item to a buffer it never made
-NO_STREAM_BUFFER = ("this rank has no StreamBuffer for the stream (mstar finds a partition's "
-                    "consumer nodes by its walks' section names, worker.py:406-418)")
 
 
 def _what_failed(exc: BaseException) -> str:
