@@ -308,8 +308,8 @@ class RankProcess(_Process):
         follower two iterations behind got loop-backs for an iteration it had not started
         (docs/fidelity.md, finding 10)."""
         instance = tuple(batch.instance)
-        key = (instance, batch.tp_number, phase)
-        note = ctl.Lockstep(instance=list(instance), number=batch.tp_number, phase=phase,
+        key = (instance, batch.collective, phase)
+        note = ctl.Lockstep(instance=list(instance), number=batch.collective, phase=phase,
                             rank=self.rank)
         transport = self.transport
         for r in instance:

@@ -170,13 +170,17 @@ class TpAgreementCheck(Check):
         effects[(e.walk, e.node, e.pass_no, e.counter, e.rank)] = (
             e.filtered, e.finished_loops, e.completed_wgs)
         if e.rank != ranks[0]:
+            # A follower may keep its own copy of a streamed item when it also consumes the
+            # stream (mstar's replicated fan-out); anything else outside is rank 0's to send.
             bad = [f"{s.name}→{where}" for s, where in e.routes
-                   if where in ("client",) or where.startswith("stream:")
+                   if where in ("client",)
+                   or (where.startswith("stream:") and int(where[7:]) != e.rank)
                    or (where.startswith("rank:") and int(where[5:]) not in ranks)]
             if bad:
                 self.leaks.append(Violation(
                     self.name, f"{e.node} on rank {e.rank}, not rank 0 of its instance, sent "
-                               f"{', '.join(bad)}: only rank 0 emits, streams or sends outside",
+                               f"{', '.join(bad)}: only rank 0 emits, streams to other ranks or sends "
+                               f"outside",
                     walk=e.walk, node=e.node, rank=e.rank, request=e.rid, kind="other", t=e.t))
 
     def on_RequestEnded(self, e: ev.RequestEnded) -> None:

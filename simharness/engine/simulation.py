@@ -359,7 +359,7 @@ class SimWorker:
         return duration
 
     def collective(self, batch: Batch) -> simpy.Event:
-        return self.sim.collective(batch.instance, batch.tp_number)
+        return self.sim.collective(batch.instance, batch.collective)
 
     def execute(self, batch: Batch, duration: float) -> Tick:
         tick = Tick([])  # what `env.timeout(duration)` would schedule, made in C

@@ -126,7 +126,12 @@ class CaseWriter:
         f = r.findings[sig]
         sh = r.shrunk.get(sig)
         raw, nodes, ranks = (sh.raw, sh.nodes, sh.ranks) if sh else (f.raw, f.nodes, f.ranks)
-        self.verdicts[sig] = judge(raw, r.config.runtime, sig, r.config.against, self.until)
+        try:
+            self.verdicts[sig] = judge(raw, r.config.runtime, sig, r.config.against, self.until)
+        except Exception as exc:  # a verdict that cannot be given must not cost the case
+            self.verdicts[sig] = {"mstar": "unverified", "faults": "none", "stack": "pass",
+                                  "text": f"unverified: the verdict could not be given "
+                                          f"({type(exc).__name__}: {exc})"}
         if self.directory is None:
             return
         if sh is not None and sh.stopped == "time":

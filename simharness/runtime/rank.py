@@ -643,12 +643,11 @@ class RankRuntime:
                     add_route((sig, CONDUCTOR))
                 kind, local, local_label, outs = target
                 if kind:
-                    if tp == 0:
-                        if kind == _STREAM:  # only the instance's rank 0 streams
-                            self._route_stream(done, req, sig, part)
-                        elif dest == CLIENT:  # only the instance's rank 0 emits
-                            done.add("to_client", sig)
-                            add_route((sig, CLIENT))
+                    if kind == _STREAM:  # each rank of an instance: `_route_stream`
+                        self._route_stream(done, req, sig, part, routes)
+                    elif tp == 0 and dest == CLIENT:  # only the instance's rank 0 emits
+                        done.add("to_client", sig)
+                        add_route((sig, CLIENT))
                     continue
             if local is not None:
                 if req.states[local].ingest(sig) is REJECTED:
@@ -692,18 +691,26 @@ class RankRuntime:
             self._dest_wg[walk], ns.output_ids, ns.registry_outputs)
         return plan
 
-    def _route_stream(self, done: Completion, req: RequestState, sig: Signal, part: str) -> None:
+    def _route_stream(self, done: Completion, req: RequestState, sig: Signal, part: str,
+                      routes: _Routes) -> None:
+        """A streamed item to its consumer's ranks, as mstar fans a replicated edge out
+        (``ShardingConfig.compute_fanout``, distributed/base.py): a rank of the producing
+        instance that also consumes keeps its own copy (a TP follower too), and the instance's
+        rank 0 sends it to the consumer ranks outside the instance."""
         conn, _consumer, wgs = self._streams[(part, sig.name)]
         if conn.dst not in req.partitions:
             # The consuming partition is done from the start (a text-only request has no
             # Talker): the producer emits an empty streaming edge, a no-op at the receiver.
             return
         ranks = sorted({r for w in wgs for r in req.assignment.wg_ranks[w]})
+        src_group = routes.src_group
         for r in ranks:
             if r == self.rank:
                 done.add("stream_local", sig)
-            else:
+            elif routes.tp == 0 and r not in src_group:
                 done.to_ranks.setdefault(r, []).append(sig)
+            else:
+                continue
             done.routes.append((sig, self._stream_label[r]))
 
 

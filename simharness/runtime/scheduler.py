@@ -34,10 +34,13 @@ class Batch:
     start: float = 0.0
     #: the next iteration scheduled before the previous batch was postprocessed
     speculative: bool = False
-    #: for a lockstep (TP) batch: the instance's ranks and the leader's batch number, which
-    #: together name the collective every rank of the instance joins
+    #: for a lockstep (TP) batch: the instance's ranks and the leader's batch number (what a
+    #: report calls it)
     instance: tuple[int, ...] = ()
     tp_number: int = 0
+    #: ... and which of this rank's batches of the node it is: with the instance, the collective
+    #: every rank of the instance joins (`Lockstep.join`)
+    collective: int = 0
 
 
 class MicroScheduler:

@@ -334,6 +334,12 @@ class WorkerLoop:
                    for req in self.runtime.requests.values() for buf in req.buffers.values())
 
     def _choose(self, now: float, poll: bool = True) -> Batch | None:
+        batch = self._pick(now, poll)
+        if batch is not None and self.lockstep.has_tp:
+            self.lockstep.join(batch)
+        return batch
+
+    def _pick(self, now: float, poll: bool) -> Batch | None:
         if poll and self._streams:
             self._poll_streams(now)
         batch = self.speculation.take()

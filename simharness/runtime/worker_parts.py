@@ -116,6 +116,10 @@ class Lockstep:
         #: the lockstep batch this rank chose and has not started: it waits in the batch's
         #: collective for the other ranks of the instance until they choose it too (for reports)
         self.meeting: Batch | None = None
+        #: node -> `node_instance`, made at its first use
+        self._node_instances: dict[str, tuple[int, ...] | None] = {}
+        #: (node, instance) -> how many of its batches this rank has run (`join`)
+        self._counts: dict[tuple[str, tuple[int, ...]], int] = {}
 
     def follows(self, rid: str) -> bool:
         """This rank ignores the conductor's REMOVE for `rid` and waits for a leader's copy.
@@ -157,6 +161,36 @@ class Lockstep:
         by_id = self.loop.runtime.layout.by_id
         return sorted({x for wg, r in req.assignment.wg_ranks.items()
                        if len(r) > 1 and by_id[wg].group in leads for x in r[1:]})
+
+    def node_instance(self, node: str) -> tuple[int, ...] | None:
+        """The lockstep instance this rank is part of for `node`, whatever the walk (None:
+        none). mstar builds a worker's TP groups per node (``parallel_groups``, worker.py:
+        273-294), and the collectives inside the node's forward run on that group in every
+        walk, also one where the node runs alone on this rank."""
+        cache = self._node_instances
+        if node not in cache:
+            rank = self.rank
+            cache[node] = next((inst for wg in self.loop.runtime.layout.worker_graphs
+                                if node in wg.node_names
+                                for inst in wg.instances if len(inst) > 1 and rank in inst), None)
+        return cache[node]
+
+    def join(self, batch: Batch) -> None:
+        """Number a batch this rank is about to run in its node's collective: the k-th batch of
+        a node on each rank of its instance meets the k-th on the others, as NCCL pairs the
+        collectives of one group in the order they are issued. A lone batch of the node (a walk
+        where it is not tensor-parallel here) joins it too, and so meets whatever batch of the
+        node a peer runs next, or nothing."""
+        inst = self.node_instance(batch.node)
+        if inst is None:
+            return
+        if not batch.instance:
+            batch.instance = inst
+            self.meeting = batch
+        key = (batch.node, batch.instance)
+        n = self._counts.get(key, 0)
+        self._counts[key] = n + 1
+        batch.collective = n
 
     def follower_here(self, node: str, walk: str, rid: str) -> bool:
         ranks = self.loop.runtime.instance_of(rid, walk, node)

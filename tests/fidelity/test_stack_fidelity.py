@@ -182,3 +182,45 @@ def test_an_ack_that_wakes_an_idle_rank_is_modelled():
     options = dict(model.runtime.options, acks=False)
     old = msgspec.structs.replace(model, runtime=msgspec.structs.replace(model.runtime, options=options))
     assert any(d.startswith("forwards") for d in disagreements(run_scenario(old), real))
+
+
+def test_a_follower_that_consumes_a_stream_keeps_its_own_copy():
+    """`gaps/tp_stream_to_a_follower.yaml`: in mstar the TP follower puts each streamed item in
+    its own StreamBuffer and rank 0 sends nothing; the model agrees, the model as it was (rank 0
+    streams to every consumer rank) does not."""
+    import msgspec
+
+    sc = load_scenario(Path(__file__).parent / "gaps" / "tp_stream_to_a_follower.yaml")
+    real = run_scenario(sc, "mstar")
+    model = model_of(sc)
+    assert disagreements(run_scenario(model), real) == [] and real.outcome == "pass"
+    routes = {(e.node, e.rank): [w for _, w in e.routes] for e in real.result.events
+              if type(e).__name__ == "Forward" and e.node == "b" and e.rid == "r0"}
+    assert routes == {("b", 0): ["client"], ("b", 1): ["stream:1"]}
+    old = msgspec.structs.replace(model, runtime=msgspec.structs.replace(
+        model.runtime, name="tests.fidelity.wrong:ModelStreamsFromTheLeaderOnly"))
+    assert any(d.startswith("routes") for d in disagreements(run_scenario(old), real))
+
+
+def test_a_tp_node_alone_in_another_walk_still_joins_its_collective(monkeypatch):
+    """`gaps/tp_node_alone_in_another_walk.yaml`: c is tensor-parallel on ranks 0-1 in w0 and
+    alone on rank 0 in w1. mstar's worker builds its TP group per node, and the forward's
+    collectives run on it in every walk: r0's w1 batch waits for rank 1, which never runs a
+    batch of c to meet it, and both requests hang. The model agrees on what ran and what hung;
+    the model as it was (a lone batch joins no collective) ran r0 and passed it."""
+    from simharness.runtime import worker_parts
+
+    sc = load_scenario(Path(__file__).parent / "gaps" / "tp_node_alone_in_another_walk.yaml")
+    real = run_scenario(sc, "mstar")
+    model = run_scenario(model_of(sc))
+    assert dict(real.result.outcomes) == dict(model.result.outcomes) == {"r0": "hung", "r1": "hung"}
+    assert [d for d in disagreements(model, real) if not d.startswith(("outcome", "first"))] == []
+    hang = next(v for v in model.violations if v.check == "liveness" and v.request == "r0")
+    assert "waits in that batch's collective for rank 1" in hang.message
+
+    def old_join(self, batch):
+        batch.collective = batch.tp_number
+
+    monkeypatch.setattr(worker_parts.Lockstep, "join", old_join)
+    old = run_scenario(model_of(sc))
+    assert old.result.outcomes["r0"] == "completed"

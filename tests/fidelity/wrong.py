@@ -7,6 +7,8 @@ from simharness.mstar.runtime import MstarRuntime
 from simharness.mstar.state import MstarGraphState, MstarRankRuntime
 from simharness.runtime.graph_spec import Semantics
 from simharness.runtime.profiles import MstarPython
+from simharness.runtime.rank import RankRuntime
+from simharness.runtime.streams import StreamBuffer
 
 
 class _KeepsLoopBacks(MstarGraphState):
@@ -63,3 +65,28 @@ class ModelStopsOncePerPass(MstarPython):
     loop once per pass, whatever a data message said before it."""
 
     semantics = Semantics(stop_times=False)
+
+
+class _StreamsFromLeaderRank(RankRuntime):
+    def _route_stream(self, done, req, sig, part, routes):
+        # rank 0 of the producing instance streams to every consumer rank; the others nothing
+        if routes.tp != 0:
+            return
+        conn, _consumer, wgs = self._streams[(part, sig.name)]
+        if conn.dst not in req.partitions:
+            return
+        for r in sorted({r for w in wgs for r in req.assignment.wg_ranks[w]}):
+            if r == self.rank:
+                done.add("stream_local", sig)
+            else:
+                done.to_ranks.setdefault(r, []).append(sig)
+            done.routes.append((sig, self._stream_label[r]))
+
+
+class ModelStreamsFromTheLeaderOnly(MstarPython):
+    """Our model before it followed mstar's replicated fan-out of a stream: only rank 0 of a
+    TP instance streams, to every consumer rank, its own follower's too."""
+
+    def build_rank(self, rank, layout):
+        return _StreamsFromLeaderRank(rank, layout, self.semantics,
+                                      stream_buffer=self.parts.stream_buffer or StreamBuffer)

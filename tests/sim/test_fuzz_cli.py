@@ -62,7 +62,9 @@ def test_the_printed_line_describes_the_shrunk_case(tmp_path, capsys):
 
     meta = yaml.safe_load(case.read_text())["corpus"]
     assert f"{plural(meta['nodes'], 'node')} on {plural(meta['ranks'], 'rank')}" in lines[head]
-    assert lines[head + 2].strip() == f"simharness replay {case.as_posix()}"
+    # then the verdict, as the case file records it, then how to replay it
+    assert lines[head + 2].strip() == f"verdict: {meta['verdict']['text']}"
+    assert lines[head + 3].strip() == f"simharness replay {case.as_posix()}"
     message = lines[head + 1].strip()
     # Never cut mid-word: the line is whole words of the shrunk case's first message.
     words = message.removesuffix(" ...").split()

@@ -596,12 +596,14 @@ class StackWorker:
         for worker, edges in sorted(routing.to_workers.items()):
             for edge in edges:
                 route(edge, f"rank:{stack.endpoint(worker)}")
-        if routing.is_first_tp_rank:
-            for edge in routing.streaming_local:
-                route(edge, f"stream:{self.rank}")
-            for worker, edges in sorted(routing.streaming_to_workers.items()):
-                for edge in edges:
-                    route(edge, f"stream:{stack.endpoint(worker)}")
+        # Every rank of a TP instance routes its streamed items, as `_send_outputs` does: mstar's
+        # replicated fan-out (`ShardingConfig.compute_fanout`) has each rank keep its own copy
+        # when it also consumes, and rank 0 send to the consumer ranks outside the instance.
+        for edge in routing.streaming_local:
+            route(edge, f"stream:{self.rank}")
+        for worker, edges in sorted(routing.streaming_to_workers.items()):
+            for edge in edges:
+                route(edge, f"stream:{stack.endpoint(worker)}")
         del declared
         batch = self._post
         completed = tuple(ours[w] for w in routing.completed_worker_graph_ids)
