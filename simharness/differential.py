@@ -9,7 +9,9 @@ two runs of the same scenario and seed and lists every difference, in the order 
 * ``routes``: per completion (the k-th forward of a node for a request on a rank, in a pass),
   the multiset of routed edges ``(name, destination, where)``, what was filtered at loop exit
   and which loops finished;
-* ``outcome``: pass or fail, each request's end, and the violations per check.
+* ``outcome``: pass or fail, each request's end, and the violations per check (but for the
+  checks one arm cannot show: the real stack's fake engine has no KV readiness, so
+  ``kv_handoff`` is left out of a comparison with it).
 
 The first of them names a differential finding (``diff:<kind>``, `signature`): the most telling
 difference, since a forward that runs once more also changes the routes and often the outcome.
@@ -93,10 +95,24 @@ def completions(events: Sequence[Any]) -> dict[CompletionKey, tuple[Any, ...]]:
     return out
 
 
-def outcome(arm: Arm) -> tuple[Any, ...]:
-    """Pass or fail, each request's end, and the number of violations per check."""
-    return ("fail" if arm.violations else "pass", tuple(sorted(arm.outcomes.items())),
-            tuple(sorted(Counter(v.check for v in arm.violations).items())))
+def outcome(arm: Arm, blind: frozenset[str] = frozenset()) -> tuple[Any, ...]:
+    """Pass or fail, each request's end, and the number of violations per check, leaving out
+    the `blind` checks (those one arm of a comparison cannot show)."""
+    seen = [v for v in arm.violations if v.check not in blind]
+    return ("fail" if seen else "pass", tuple(sorted(arm.outcomes.items())),
+            tuple(sorted(Counter(v.check for v in seen).items())))
+
+
+def blind_checks(*runtimes: str) -> frozenset[str]:
+    """The checks any of `runtimes` cannot show (its runtime class's ``blind_checks``)."""
+    from simharness.runtime import registry
+
+    out: set[str] = set()
+    for name in runtimes:
+        path = registry.BUILTIN.get(name)
+        if path is not None:
+            out.update(getattr(registry.load_path(path), "blind_checks", ()))
+    return frozenset(out)
 
 
 def divergences(a: Arm, b: Arm) -> list[Divergence]:
@@ -104,9 +120,9 @@ def divergences(a: Arm, b: Arm) -> list[Divergence]:
     order."""
     found: dict[str, list[Divergence]] = {k: [] for k in KINDS}
     fa, fb = collect_forwards(a.events), collect_forwards(b.events)
-    for key in sorted(set(fa) | set(fb), key=str):
-        ca, cb = fa.get(key, []), fb.get(key, [])
-        where = "{}/{} rank {} {}".format(*key)
+    for fkey in sorted(set(fa) | set(fb), key=str):
+        ca, cb = fa.get(fkey, []), fb.get(fkey, [])
+        where = "{}/{} rank {} {}".format(*fkey)
         if len(ca) != len(cb):
             found["forwards"].append(Divergence("forwards", where, str(len(ca)), str(len(cb))))
         elif ca != cb:
@@ -118,7 +134,8 @@ def divergences(a: Arm, b: Arm) -> list[Divergence]:
             where = f"{walk}/{node} rank {rank} {rid} pass {pass_no} completion {k + 1}"
             found["routes"].append(Divergence("routes", where, _completion(pa.get(key)),
                                               _completion(pb.get(key))))
-    oa, ob = outcome(a), outcome(b)
+    blind = blind_checks(a.runtime, b.runtime)
+    oa, ob = outcome(a, blind), outcome(b, blind)
     if oa != ob:
         found["outcome"].append(Divergence("outcome", "of the run", _outcome(oa), _outcome(ob)))
     return [d for k in KINDS for d in found[k]]
@@ -218,5 +235,5 @@ def incomparable(arm: Arm, scenario: Scenario) -> list[str]:
     return [] if beyond is None else list(beyond(arm.events, scenario))
 
 
-__all__ = ["CHECK", "KINDS", "Arm", "Divergence", "aligned", "arms_text", "completions",
+__all__ = ["CHECK", "KINDS", "Arm", "blind_checks", "Divergence", "aligned", "arms_text", "completions",
            "divergences", "incomparable", "left_out", "model_policy", "outcome", "signature"]

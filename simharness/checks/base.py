@@ -41,12 +41,18 @@ class Violation:
     #: what went wrong, one of the check's `Check.kinds`, set where the violation is made: the
     #: fuzzer names a failure by it (``check:kind``), never by the message's wording
     kind: str = field(default="other", kw_only=True)
+    #: which mechanism, within the kind, where the check can tell (the message, the input, the
+    #: kind of rank: ``remove_request:tp-follower``); "" where it cannot. A signature names it
+    #: after the kind, so that two mechanisms never share one known case
+    mechanism: str = field(default="", kw_only=True)
     #: when it happened, in the run's time (simulated seconds), for a report's timeline; None
     #: where the check cannot say (the report then places it by its request)
     t: float | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"check": self.check, "kind": self.kind}
+        if self.mechanism:
+            out["mechanism"] = self.mechanism
         for key in ("walk", "node", "rank", "request"):
             value = getattr(self, key)
             if value is not None:

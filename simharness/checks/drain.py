@@ -13,7 +13,11 @@ Reported as violations:
 Requests that hung or timed out are left to `liveness`: what they held is part of that report.
 
 Kinds, the most telling first: ``held-at-teardown``, ``dropped``, ``parked`` (messages parked for
-removed requests at the end), ``state-left``, ``conductor-left``, ``busy``.
+removed requests at the end), ``state-left``, ``conductor-left``, ``busy``. A drop and a park
+name their mechanism too: the kinds of message (``remove_request``, ``stop_loops``,
+``input_signals``) and, for a rank that follows in a TP instance, ``tp-follower``
+(``drain:dropped:remove_request:tp-follower`` is the TP REMOVE race;
+``drain:dropped:stop_loops`` a STOP_LOOPS for a request the rank already removed).
 """
 
 from __future__ import annotations
@@ -35,6 +39,12 @@ class DrainCheck(Check):
         self.removed: list[ev.Removed] = []
         self.dropped: list[ev.Dropped] = []
         self.final: ev.RunEnded | None = None
+
+    def follower_ranks(self) -> frozenset[int]:
+        """The ranks that follow in some TP instance of the layout (mstar decides it per worker:
+        such a rank ignores every conductor REMOVE)."""
+        return frozenset(r for wg in self.setup.layout.worker_graphs for inst in wg.instances
+                         if len(inst) > 1 for r in inst[1:])
 
     def on_Removed(self, e: ev.Removed) -> None:
         if e.held or e.leftovers:
@@ -70,14 +80,24 @@ class DrainCheck(Check):
                          "leftovers": list(e.leftovers)},
                 kind="held-at-teardown", t=e.t,
             ))
+        followers = self.follower_ranks()
+
+        def role(rank: int) -> str:
+            return ":tp-follower" if rank in followers else ""
+
         groups: dict[tuple[str, int, str], list[ev.SignalRef]] = defaultdict(list)
         counts: dict[tuple[str, int, str], int] = defaultdict(int)
         #: when each group's first drop happened
         first: dict[tuple[str, int, str], float] = {}
+        #: the kinds of message each group dropped, in the order they were dropped
+        whats: dict[tuple[str, int, str], list[str]] = defaultdict(list)
         for d in self.dropped:
-            groups[(d.rid, d.rank, d.reason)].extend(d.signals)
-            counts[(d.rid, d.rank, d.reason)] += 1
-            first.setdefault((d.rid, d.rank, d.reason), d.t)
+            key = (d.rid, d.rank, d.reason)
+            groups[key].extend(d.signals)
+            counts[key] += 1
+            first.setdefault(key, d.t)
+            if d.what not in whats[key]:
+                whats[key].append(d.what)
         for (rid, rank, reason), sigs in sorted(groups.items(),
                                                 key=lambda kv: (rid_order(kv[0][0]), kv[0][1])):
             what = (and_join([s.describe() for s in sigs]) if sigs
@@ -85,6 +105,7 @@ class DrainCheck(Check):
             out.append(Violation(self.name, f"rank {rank} dropped {what}: {reason}",
                                  rank=rank, request=rid,
                                  details={"signals": [s.name for s in sigs]}, kind="dropped",
+                                 mechanism="+".join(sorted(whats[(rid, rank, reason)])) + role(rank),
                                  t=first[(rid, rank, reason)]))
         if self.final is not None:
             f = self.final
@@ -99,7 +120,8 @@ class DrainCheck(Check):
                 text = and_join([f"{plural(n, f'{k} message')} for {r}" for (r, k), n in kinds.items()])
                 out.append(Violation(self.name, f"rank {rank} ends with messages parked for removed "
                                                 f"requests (never processed, never freed): {text}",
-                                     rank=rank, kind="parked", t=f.t))
+                                     rank=rank, kind="parked", t=f.t,
+                                     mechanism="+".join(sorted({k for _, k in kinds})) + role(rank)))
             if f.conductor_requests or f.conductor_waiting:
                 left = list(f.conductor_requests + f.conductor_waiting)
                 out.append(Violation(self.name, f"the conductor ends with "

@@ -307,9 +307,13 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
         raise ScenarioError(key, str(exc), source=str(p)) from None
     recorded = meta.trace_digest
     arms = runtime if against is None else f"{runtime} against {against}"
+    renamed = ""  # an older, coarser name of the same failure (`renames`)
     if status == "open":
         if got == expected:
             ok, message = True, f"still fails as recorded ({expected})"
+        elif renames(expected, got):
+            ok, message = True, f"still fails as recorded ({expected}, now named {got})"
+            renamed = str(got)
         elif got is None:
             ok, message = False, (f"now passes under {arms}: the {expected} failure is gone; "
                                   f"if the runtime was fixed, set corpus.status to fixed")
@@ -345,15 +349,27 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
             ok = False
             message += (f"; but {against}'s trace differs from the recorded one: the simulator "
                         f"changed since it was recorded (simharness replay --update records it)")
+    if renamed:
+        if update:
+            message += "; signature renamed" + _record_digest(p, sc, renamed, "signature")
+        else:
+            message += ": simharness replay --update records the new name"
     judged = None
     if judge and status == "open":
         from simharness.explore.verdict import verdict
 
-        judged = verdict(sc, runtime, expected, against).to_json()
+        judged = verdict(sc, runtime, renamed or expected, against).to_json()
         if update and ok and judged != meta.verdict:
             message += "; verdict recorded" + _record_verdict(p, sc, judged)
     return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run, against,
                   judged)
+
+
+def renames(recorded: str, got: str | None) -> bool:
+    """Whether `got` is the same failure as `recorded` under a finer name: a signature that
+    names the mechanism too (``drain:dropped:remove_request:tp-follower``) renames the older
+    ``drain:dropped``, so cases recorded before mechanisms were named still replay."""
+    return got is not None and got.startswith(recorded + ":") and recorded.count(":") == 1
 
 
 #: the corpus block: its first line, then its lines (indented, or blank) as group 1
@@ -368,7 +384,8 @@ def _record_digest(path: Path, sc: Scenario, digest: str, key: str = "trace_dige
     try:
         return _write_digest(path, sc, digest, key)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot record the new trace digest: {exc.strerror or exc}") from None
+        raise UsageError(f"{path}: cannot record the new {key.replace('_', ' ')}: "
+                         f"{exc.strerror or exc}") from None
 
 
 #: the block's verdict: its line and the lines indented under it
@@ -429,4 +446,4 @@ def _write_digest(path: Path, sc: Scenario, digest: str, key: str = "trace_diges
 
 
 __all__ = ["DEFAULT_DIR", "Case", "DifferentialRun", "Located", "Replay", "cases", "execute",
-           "find_case", "locate", "replay", "run_differential", "write_case"]
+           "find_case", "locate", "renames", "replay", "run_differential", "write_case"]

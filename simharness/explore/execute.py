@@ -21,8 +21,10 @@ The signature keeps what identifies a bug and drops what shrinking changes: the 
 root cause (the reporting check of the lowest `Check.priority`: ``loop_exit`` before the
 ``forwards`` and ``drain`` symptoms it causes) and the kind of its most telling violation (its
 `Check.kinds` order: where a stray loop-back went; an extra, missing or misnumbered forward; a
-hang, a timeout or a runaway; what was left behind). Both come from the checks, which set each
-violation's kind where they make it: no message's wording enters a signature.
+hang, a timeout or a runaway; what was left behind), then, where the check names one, the
+mechanism within that kind (`Violation.mechanism`: ``drain:dropped:remove_request:tp-follower``).
+All come from the checks, which set them on each violation where they make it: no message's
+wording enters a signature.
 """
 
 from __future__ import annotations
@@ -142,7 +144,10 @@ def signature(violations: list[Violation], scenario: Scenario | None = None,
     order = cls.kinds if cls is not None else ()
     key = min((v.kind for v in by_check[check]),
               key=lambda k: order.index(k) if k in order else len(order))
-    return check, key
+    # ... then the mechanism within that kind, where the check names one (the least, so that a
+    # run showing two names the same one every time)
+    mechanisms = sorted({v.mechanism for v in by_check[check] if v.kind == key and v.mechanism})
+    return check, f"{key}:{mechanisms[0]}" if mechanisms else key
 
 
 def priority_of(name: str, classes: dict[str, type[Check]] | None = None) -> int:

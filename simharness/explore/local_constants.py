@@ -56,8 +56,9 @@ def _providers() -> Any:
     try:
         from hypothesis.internal.conjecture import providers
     except ImportError:
-        providers = None
-    missing = [n for n in PATCHED if providers is None or not hasattr(providers, n)]
+        missing = list(PATCHED)
+    else:
+        missing = [n for n in PATCHED if not hasattr(providers, n)]
     if missing:
         raise HypothesisChanged(
             f"hypothesis {hypothesis.__version__} has no providers.{', providers.'.join(missing)}: "

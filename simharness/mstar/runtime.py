@@ -60,7 +60,7 @@ class MstarRuntime(ModelRuntime):
     """The real mstar graph code (mstar-ai) in our drivers.
 
     Options (``runtime: {name: mstar-graph, options: {...}}``): ``batching``, ``drain_barrier``,
-    ``choose_first``, ``wake_us``, ``idle_poll_ms`` and ``acks`` as for the reference profiles
+    ``choose_first``, ``wake_us``, ``idle_poll_ms``, ``acks`` and ``successors`` as for the reference profiles
     (`LoopPolicy`), and ``placement``: ``auto`` (mstar's own
     division when ``mstar.model.base`` imports, else ours, with a note), ``mstar`` (mstar's or
     fail) or ``simharness`` (ours, converted to mstar objects).
@@ -78,14 +78,14 @@ class MstarRuntime(ModelRuntime):
 
     def __init__(self, batching: str = "minibatch", drain_barrier: bool = False,
                  choose_first: bool = False, wake_us: float = 0.0, idle_poll_ms: float = 0.0,
-                 acks: bool = False, placement: str = "auto") -> None:
+                 acks: bool = False, successors: bool = False, placement: str = "auto") -> None:
         graph_module()
         if placement not in PLACEMENT_CHOICES:
             raise ValueError(f"placement must be one of {', '.join(PLACEMENT_CHOICES)}, "
                              f"got {placement!r}{hint(str(placement), PLACEMENT_CHOICES)}")
         super().__init__(batching=batching, drain_barrier=drain_barrier,
                          choose_first=choose_first, wake_us=wake_us, idle_poll_ms=idle_poll_ms,
-                         acks=acks)
+                         acks=acks, successors=successors)
         self.notes: list[str] = []
         found = installed_version()
         if found is not None and found != PINNED:

@@ -34,10 +34,10 @@ class ModelRuntime:
 
     def __init__(self, batching: str = "minibatch", drain_barrier: bool = False,
                  choose_first: bool = False, wake_us: float = 0.0,
-                 idle_poll_ms: float = 0.0, acks: bool = False) -> None:
+                 idle_poll_ms: float = 0.0, acks: bool = False, successors: bool = False) -> None:
         self.policy = LoopPolicy(batching=batching, drain_barrier=drain_barrier,
                                  choose_first=choose_first, wake_us=wake_us,
-                                 idle_poll_ms=idle_poll_ms, acks=acks)
+                                 idle_poll_ms=idle_poll_ms, acks=acks, successors=successors)
         self.notes: Sequence[str] = []
 
     def build_rank(self, rank: int, layout: Layout) -> RankRuntimeProtocol:

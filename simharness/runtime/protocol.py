@@ -63,6 +63,12 @@ class LoopPolicy(Struct, frozen=True):
     send the producer a TENSOR_RECEIVED (mstar's ``_collect_and_send_acks``, tensors.py:602-624).
     It changes nothing on the producer here but wakes it when idle, and a woken rank polls its
     StreamBuffers (so a chunk can go out before the message that would otherwise wake it).
+
+    ``successors``: after a batch of an async node, mstar 0.2.1 speculates the next batch onto
+    the first node of the same worker graph that the batch's outputs make ready
+    (``_try_speculate_next``, worker.py:1726-1900), which then runs right after it, ahead of
+    whatever else is ready. Off (the reference): only an async single-node loop's next
+    iteration is speculated.
     """
 
     batching: str = "minibatch"
@@ -71,6 +77,7 @@ class LoopPolicy(Struct, frozen=True):
     wake_us: float = 0.0
     idle_poll_ms: float = 0.0
     acks: bool = False
+    successors: bool = False
 
     def __post_init__(self) -> None:
         if self.batching not in BATCHING_MODES:
@@ -78,7 +85,7 @@ class LoopPolicy(Struct, frozen=True):
                              f"got {self.batching!r}{hint(str(self.batching), BATCHING_MODES)}")
         if not isinstance(self.drain_barrier, bool):
             raise ValueError(f"drain_barrier must be true or false, got {self.drain_barrier!r}")
-        for flag in ("choose_first", "acks"):
+        for flag in ("choose_first", "acks", "successors"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         for name, top in (("wake_us", 1e6), ("idle_poll_ms", 1e3)):
@@ -90,7 +97,7 @@ class LoopPolicy(Struct, frozen=True):
 #: mstar-ai 0.2.1's worker loop and teardown, as the real stack (`--runtime mstar`) runs them;
 #: a profile run with these options is what the fidelity suite holds against the stack
 MSTAR_0_2_1 = LoopPolicy(batching="backlog", drain_barrier=True, choose_first=True, wake_us=1.0,
-                         idle_poll_ms=10.0, acks=True)
+                         idle_poll_ms=10.0, acks=True, successors=True)
 
 
 class LoopBound(Protocol):

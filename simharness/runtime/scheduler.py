@@ -34,6 +34,9 @@ class Batch:
     start: float = 0.0
     #: the next iteration scheduled before the previous batch was postprocessed
     speculative: bool = False
+    #: a speculative batch that begins its loop's next iteration (a stop found in the previous
+    #: batch's postprocess makes it an overshoot); a successor in the same iteration does not
+    new_iter: bool = True
     #: for a lockstep (TP) batch: the instance's ranks and the leader's batch number (what a
     #: report calls it)
     instance: tuple[int, ...] = ()

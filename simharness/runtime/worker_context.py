@@ -25,9 +25,12 @@ class LoopContext(Protocol):
     nodes: Any
     #: the round-robin scheduler (`runtime.scheduler.MicroScheduler`)
     scheduler: Any
+    #: the worker-loop and teardown options (`protocol.LoopPolicy`)
+    policy: Any
     #: the other parts, for the questions one part asks another
     lockstep: Any
     teardown: Any
+    kv: Any
 
     @property
     def records(self) -> Mapping[str, Any]:

@@ -463,7 +463,7 @@ class WorkerLoop:
                 continue
             if reads_state:
                 st = runtime.state_of(rid, walk, node)
-                if batch.speculative and rid in stops_before:
+                if batch.speculative and batch.new_iter and rid in stops_before:
                     # The loop stopped in the previous batch: this speculative forward overshot.
                     st.clear_current(node)
                     emit(ev.Overshoot(now, rank, rid, walk, node, st.counter(node)))

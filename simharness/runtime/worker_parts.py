@@ -295,10 +295,13 @@ class Lockstep:
 
 
 class Speculation:
-    """mstar's async scheduling (4.5): after a batch of an async single-node self-loop, the next
-    iteration is scheduled before the batch is postprocessed (unless other work is waiting after
-    one such step). A dynamic stop found in that postprocess comes too late for it: it runs
-    (the overshoot) and its result is discarded."""
+    """mstar's async scheduling (4.5): after a batch of an async node, the next batch is
+    scheduled before the batch is postprocessed (unless other work is waiting after one such
+    step). The reference speculates only an async single-node self-loop's next iteration; under
+    `LoopPolicy.successors` (mstar 0.2.1, ``_try_speculate_next``) also the first node of the
+    same worker graph that the batch's outputs make ready, which then runs right after it. A
+    dynamic stop found in that postprocess comes too late for a next iteration: it runs (the
+    overshoot) and its result is discarded."""
 
     def __init__(self, loop: LoopContext) -> None:
         self.loop = loop
@@ -311,29 +314,86 @@ class Speculation:
         #: every node that speculates in some worker graph of this rank: after a batch of any
         #: other node there is nothing to plan (`plan` asks the batch's own worker graph next)
         self._may_speculate = frozenset().union(*(s.spec_nodes for s in loop.runtime.specs.values()))
+        self._successors = loop.policy.successors
 
     def take(self) -> Batch | None:
         batch, self.batch = self.batch, None
         return batch
 
     def plan(self, batch: Batch, now: float) -> None:
-        """Build the next iteration's batch before postprocessing this one."""
+        """Build the next batch before postprocessing this one."""
         node, walk = batch.node, batch.walk
-        if node not in self._may_speculate:
+        if node not in self._may_speculate and not self._successors:
             return
         loop = self.loop
         runtime = loop.runtime
         first = runtime.state_of(batch.rids[0], walk, node) if batch.rids else None
-        if first is None or node not in first.spec.spec_nodes:
+        if first is None:
             return
-        if loop.lockstep.has_tp and len(runtime.instance_of(batch.rids[0], walk, node)) > 1:
+        same = node in first.spec.spec_nodes
+        if not same and not (self._successors and first.spec.nodes[node].async_scheduling):
+            return
+        if loop.lockstep.has_tp and (len(runtime.instance_of(batch.rids[0], walk, node)) > 1
+                                     or loop.lockstep.node_instance(node) is not None):
             return  # TP nodes never speculate
         others = any(not (n == node and w == walk) for n, w, _, _ in runtime.ready_work())
         if self.steps >= 1 and others:
             self.steps = 0
             self.exclude = (node, walk)  # yield away: another batch runs first
+            if self._successors:
+                self._choose_now()
             return
+        if same:
+            target, new_iter, rids = node, True, self._next_iteration(batch)
+        else:
+            found = self._successor(first, node)
+            target, new_iter = found if found is not None else (node, False)
+            rids = self._continuing(batch, target, new_iter) if found is not None else []
+            if not rids:
+                if self._successors:
+                    self._choose_now()
+                return
         pending = loop.teardown.pending
+        for n, w, rid, st in list(runtime.ready_work()):
+            if n == target and w == walk and rid not in rids and rid not in pending:
+                if loop.gate(n, w, rid, st):
+                    loop.held(n, w, rid, st)
+                    continue
+                st.pop_ready(n)
+                rids.append(rid)
+        if not rids:
+            return
+        for rid in rids:
+            st = runtime.state_of(rid, walk, target)
+            if st is not None:
+                st.mark_speculative(target)
+        self.batch = loop.scheduler.speculative_batch(target, walk, rids)
+        self.batch.new_iter = new_iter
+        self.steps += 1
+
+    def _choose_now(self) -> None:
+        """mstar 0.2.1 with nothing to speculate after an async batch: the next batch is chosen
+        while it runs, from the queues as they stand before its outputs are postprocessed (the
+        "yield away" path of the main loop, worker.py:2852-2885), and runs next."""
+        loop = self.loop
+        lockstep = loop.lockstep
+        exclude, self.exclude = self.exclude, None
+        batch = loop.scheduler.next_batch(loop.runtime, loop.teardown.pending,
+                                          skip=lockstep.follower_here if lockstep.has_tp else None,
+                                          exclude=exclude)
+        if batch is None:
+            return
+        lockstep.streak = 0
+        self.steps = 0
+        if lockstep.has_tp:
+            loop.kv.outbox.extend(lockstep.lead(batch))
+        self.batch = batch
+
+    def _next_iteration(self, batch: Batch) -> list[str]:
+        """The rids of a self-loop batch whose loop goes on to a next iteration."""
+        runtime = self.loop.runtime
+        pending = self.loop.teardown.pending
+        node, walk = batch.node, batch.walk
         rids = []
         for rid in batch.rids:
             st = runtime.state_of(rid, walk, node)
@@ -343,21 +403,55 @@ class Speculation:
             if lp.finish or lp.curr_iter + 1 >= lp.spec.max_iters:
                 continue
             rids.append(rid)
-        for n, w, rid, st in list(runtime.ready_work()):
-            if n == node and w == walk and rid not in rids and rid not in pending:
-                if loop.gate(n, w, rid, st):
-                    loop.held(n, w, rid, st)
+        return rids
+
+    def _successor(self, st: Any, node: str) -> tuple[str, bool] | None:
+        """(target, whether it starts its loop's next iteration): the first node of `st`'s worker
+        graph, other than `node`, that `node`'s outputs would make ready, as mstar's
+        ``ingest_for_speculation`` finds it for the batch's first request (graph_io.py:96-150;
+        mstar takes the first of a set, the model the first in output order), filtered as
+        ``_try_speculate_next`` filters it: async, and not tensor-parallel here."""
+        spec = st.spec
+        ns = spec.nodes[node]
+        lockstep = self.loop.lockstep
+        backs = spec.drop_on_exit.get(ns.loop.name, frozenset()) if ns.loop is not None else frozenset()
+        fed: dict[str, set[str]] = {}
+        for e in ns.outputs:
+            if e.to != node and e.to in spec.nodes:
+                fed.setdefault(e.to, set()).add(e.name)
+        for dest, names in fed.items():
+            ds = spec.nodes[dest]
+            if not ds.async_scheduling or (lockstep.has_tp and lockstep.node_instance(dest) is not None):
+                continue
+            if (ds.input_set - ds.stream_inputs) <= (names | set(st.inputs(dest))):
+                return dest, any((n, dest) in backs for n in names)
+        return None
+
+    def _continuing(self, batch: Batch, target: str, new_iter: bool) -> list[str]:
+        """The batch's rids that go on to `target` (``_prep_continuing_rid_for_spec``): not being
+        removed, their loop not stopping at a new iteration, and the target ready for each with
+        the batch's outputs, its streamed inputs included."""
+        runtime = self.loop.runtime
+        pending = self.loop.teardown.pending
+        node, walk = batch.node, batch.walk
+        names = {e.name for e in runtime.state_of(batch.rids[0], walk, node).spec.nodes[node].outputs
+                 if e.to == target}
+        rids = []
+        for rid in batch.rids:
+            st = runtime.state_of(rid, walk, target)
+            if st is None or rid in pending:
+                continue
+            ts = st.spec.nodes[target]
+            if new_iter and ts.loop is not None:
+                lp = st.loops[ts.loop.name]
+                if rid in self.pending_stops or lp.finish or lp.curr_iter + 1 >= lp.spec.max_iters:
                     continue
-                st.pop_ready(n)
-                rids.append(rid)
-        if not rids:
-            return
-        for rid in rids:
-            st = runtime.state_of(rid, walk, node)
-            if st is not None:
-                st.mark_speculative(node)
-        self.batch = loop.scheduler.speculative_batch(node, walk, rids)
-        self.steps += 1
+            if not ts.input_set <= (names | set(st.inputs(target))):
+                continue
+            if target in st.ready:
+                st.pop_ready(target)
+            rids.append(rid)
+        return rids
 
 
 class KvPulls:

@@ -39,7 +39,8 @@ def test_correct_runtimes_show_no_drift_and_only_known_gaps(raw):
         o = execute(raw, runtime)
         assert o.status in ("pass", "fail"), o.error
         if o.failed:
-            assert o.signature in KNOWN_GAPS, (o.signature, o.messages)
+            # (check:kind: a signature may name the mechanism after them)
+            assert ":".join(o.signature.split(":")[:2]) in KNOWN_GAPS, (o.signature, o.messages)
 
 
 @settings(max_examples=15)

@@ -121,10 +121,16 @@ class _LeaderSpeculates(Speculation):
             lockstep.has_tp = has_tp
 
 
+class _SpeculationJoinsNoCollective(Lockstep):
+    def join(self, batch):
+        if not batch.speculative:
+            super().join(batch)
+
+
 class LeaderSpeculates(MstarPython):
     """A TP leader speculates the next step of its TP self-loop without its followers."""
 
-    parts = WorkerParts(speculation=_LeaderSpeculates)
+    parts = WorkerParts(speculation=_LeaderSpeculates, lockstep=_SpeculationJoinsNoCollective)
 
 
 class _LeaderNeverSchedules(Lockstep):

@@ -128,3 +128,49 @@ def test_fuzz_against_refuses_bad_arms(tmp_path, capsys, args, says):
     code, _, err = _fuzz(capsys, "--runtime", "mstar-python", *args, "--examples", "1",
                          "--corpus", str(tmp_path))
     assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_two_drop_mechanisms_have_two_signatures():
+    """The TP REMOVE race and a STOP_LOOPS parked for a removed request both end in
+    ``drain:dropped``; the signature names which message and which kind of rank, so one known
+    case never hides the other."""
+    from simharness import events as ev
+    from simharness.checks.base import RunContext, RunSetup
+    from simharness.checks.drain import DrainCheck
+    from simharness.explore.execute import signature as sig_of
+    from simharness.scenario import load_scenario
+    from tests.conftest import SCENARIOS
+
+    sc = load_scenario(SCENARIOS / "bagel_cfg_tp2.yaml")
+    setup = RunSetup.of(sc)
+    check = DrainCheck(setup)
+    follower = sorted(check.follower_ranks())[0]
+    reason = "arrived after the request was removed on this rank; parked in unprocessed messages forever"
+    check.on_Dropped(ev.Dropped(0.1, follower, "r0", "remove_request", reason, ()))
+    check.on_Dropped(ev.Dropped(0.2, 0, "r1", "stop_loops", reason, ()))
+    found = check.finish(RunContext(sc, setup.layout, {"r0": "completed", "r1": "completed"}))
+    assert sorted(v.mechanism for v in found) == ["remove_request:tp-follower", "stop_loops"]
+    assert sig_of([found[0]]) != sig_of([found[1]])
+    assert {":".join(sig_of([v])) for v in found} == {
+        "drain:dropped:remove_request:tp-follower", "drain:dropped:stop_loops"}
+
+
+def test_a_case_recorded_under_the_older_coarser_name_still_replays(tmp_path):
+    import shutil
+
+    from tests.conftest import SCENARIOS
+
+    src = SCENARIOS / "corpus" / "mstar-python__drain-dropped.yaml"
+    case = tmp_path / src.name
+    shutil.copy(src, case)
+    text = case.read_text()
+    case.write_text(text.replace("signature: drain:dropped:remove_request:tp-follower",
+                                 "signature: drain:dropped"))
+    r = replay(case, judge=False)
+    assert r.ok and "now named drain:dropped:remove_request:tp-follower" in r.message
+    assert "--update records the new name" in r.message
+    r = replay(case, update=True, judge=False)
+    assert r.ok and "signature renamed" in r.message
+    assert "signature: drain:dropped:remove_request:tp-follower" in case.read_text()
+    assert case.read_text().replace("signature: drain:dropped:remove_request:tp-follower", "") \
+        == text.replace("signature: drain:dropped:remove_request:tp-follower", "")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from simharness.explore.corpus import cases, locate
 from simharness.explore.verdict import FAULTS, VERDICTS, faults_class, verdict
 from simharness.runtime import registry

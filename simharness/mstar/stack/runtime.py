@@ -52,6 +52,9 @@ class MstarStack:
     #: and this stack sends messages the model has none of (acks, UNPERSIST_TENSORS, the
     #: preprocess worker's), so the two arms would draw for, or fault, different messages
     unaligned_features = ("schedule", "faults")
+    #: checks this stack's runs cannot show, so a comparison leaves them out of both arms:
+    #: its fake engine admits every request at once (no KV-cache readiness, no KvUsed events)
+    blind_checks = ("kv_handoff",)
 
     @staticmethod
     def beyond_model(events: Any, scenario: Any) -> list[str]:
