@@ -16,7 +16,10 @@ Registered under the ``pytest11`` entry point, so installing simharness is enoug
   `parse_corpus`, as ``simharness replay`` reads it; a block it refuses is one failing item,
   ``corpus``, whose text is the refusal.
 * The **fixture** ``simharness_run`` runs a scenario inside any test and returns its summary
-  (the ``--json`` object of ``simharness run``).
+  (the ``--json`` object of ``simharness run``); a failed ``assert summary["violations"] == []``
+  prints each violation as the console does.
+* ``--simharness-runtime NAME`` (repeatable) and ``--simharness-seeds A..B`` run the collected
+  scenarios under each runtime and at each seed, as separate test ids (``checks[NAME-seed3]``).
 
 Other YAML files (configs, CI files) are left alone: a file is collected only when it parses to
 a scenario. ``simharness_collect = false`` in the pytest ini options turns collection off.
@@ -37,6 +40,33 @@ SUFFIXES = (".yaml", ".yml")
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("simharness_collect", type="bool", default=True,
                   help="collect simharness scenario and corpus YAML files as test items")
+    group = parser.getgroup("simharness")
+    group.addoption("--simharness-runtime", action="append", metavar="NAME", default=[],
+                    help="run the collected scenarios under this runtime (repeatable; default: "
+                         "each scenario's own)")
+    group.addoption("--simharness-seeds", metavar="A..B",
+                    help="run the collected scenarios at each seed from A to B (or at seed A); "
+                         "default: each scenario's own")
+
+
+def _seeds(config: pytest.Config) -> list[int | None]:
+    """The seeds ``--simharness-seeds`` asks for ([None]: each scenario's own)."""
+    text = config.getoption("simharness_seeds")
+    if not text:
+        return [None]
+    first, sep, last = str(text).partition("..")
+    try:
+        a, b = int(first), int(last) if sep else int(first)
+    except ValueError:
+        raise pytest.UsageError(f"--simharness-seeds {text}: expected A..B or A (whole numbers)") from None
+    if a < 0 or b < a:
+        raise pytest.UsageError(f"--simharness-seeds {text}: expected 0 <= A <= B")
+    return list(range(a, b + 1))
+
+
+def _runtimes(config: pytest.Config) -> list[str | None]:
+    """The runtimes ``--simharness-runtime`` asks for ([None]: each scenario's own)."""
+    return list(config.getoption("simharness_runtime")) or [None]
 
 
 def _sniff(path: Path) -> dict[str, Any] | None:
@@ -92,40 +122,52 @@ def _console(report: Any, command: list[str]) -> str:
 class ScenarioFile(pytest.File):
     #: the file as collection read it
     raw: dict[str, Any]
-    _report: Any = None
 
     def collect(self):
-        yield ScenarioItem.from_parent(self, name="checks", part="checks")
-        if self.raw.get("expect"):
-            yield ScenarioItem.from_parent(self, name="expect", part="expect")
+        runtimes, seeds = _runtimes(self.config), _seeds(self.config)
+        for runtime in runtimes:
+            for seed in seeds:
+                tag = "-".join(x for x in (runtime or "", "" if seed is None else f"seed{seed}") if x)
+                for part in ("checks", "expect") if self.raw.get("expect") else ("checks",):
+                    yield ScenarioItem.from_parent(self, name=f"{part}[{tag}]" if tag else part,
+                                                   part=part, runtime=runtime, seed=seed)
 
-    def report(self) -> Any:
-        """One run per file, shared by its items."""
-        if self._report is None:
+    def report(self, runtime: str | None = None, seed: int | None = None) -> Any:
+        """One run per (runtime, seed) of the file, shared by its items."""
+        runs = self.__dict__.setdefault("_runs", {})
+        if (runtime, seed) not in runs:
             from simharness.run import run_scenario
             from simharness.scenario.loader import load_scenario
 
-            self._report = run_scenario(load_scenario(self.path, raw=self.raw))
-        return self._report
+            runs[(runtime, seed)] = run_scenario(load_scenario(self.path, raw=self.raw), runtime, seed)
+        return runs[(runtime, seed)]
 
 
 class ScenarioItem(pytest.Item):
     parent: ScenarioFile
 
-    def __init__(self, *, part: str, **kw: Any) -> None:
+    def __init__(self, *, part: str, runtime: str | None = None, seed: int | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
         self.part = part
+        self.runtime = runtime
+        self.seed = seed
 
     def runtest(self) -> None:
         from simharness.errors import ScenarioError, UsageError
 
         try:
-            report = self.parent.report()
+            report = self.parent.report(self.runtime, self.seed)
         except (ScenarioError, UsageError) as exc:
             raise SimharnessFailure(f"error: {exc}") from None
         mine = [v for v in report.violations if (v.check == "expect") == (self.part == "expect")]
         if mine:
-            raise SimharnessFailure(_console(report, ["simharness", "run", str(self.path)]))
+            command = ["simharness", "run", str(self.path)]
+            if self.runtime:
+                command += ["--runtime", self.runtime]
+            if self.seed is not None:
+                command += ["--seed", str(self.seed)]
+            raise SimharnessFailure(_console(report, command))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, SimharnessFailure):
@@ -173,7 +215,7 @@ class CorpusItem(pytest.Item):
         if self.refused:
             raise SimharnessFailure(self.refused)
         try:
-            r = replay(self.path, raw=self.parent.raw)
+            r = replay(self.path, raw=self.parent.raw, judge=False)
         except (ScenarioError, UsageError) as exc:
             raise SimharnessFailure(f"error: {exc}") from None
         if r.ok and r.status == "open":
@@ -210,3 +252,38 @@ def simharness_run():
         return build_summary(run_scenario(sc, runtime, seed))
 
     return run
+
+
+def pytest_assertrepr_compare(config: pytest.Config, op: str, left: Any, right: Any) -> list[str] | None:
+    """A failed comparison of a run's violations (the ``violations`` of a `simharness_run`
+    summary) shows them as the console does, causes first, one short line per distinct
+    violation (what differs between requests folded), not a truncated list of dicts."""
+    import re
+    import textwrap
+
+    for side in (left, right):
+        if _is_violations(side) and op == "==" and side:
+            folded: dict[tuple[str, str, str], list[str]] = {}
+            for v in side:
+                text = v["message"]
+                rid = v.get("request")
+                if rid:
+                    text = re.sub(rf"\b{re.escape(rid)}\b", "the request", text)
+                node = v.get("node") or ""
+                where = f"{node}@{v['rank']}" if node and v.get("rank") is not None else node
+                rids = folded.setdefault((v["check"], where, text), [])
+                if rid and rid not in rids:
+                    rids.append(rid)
+            lines = [f"the run has {len(side)} violation{'s' if len(side) != 1 else ''} "
+                     f"({len(folded)} distinct):"]
+            for (check, where, text), rids in folded.items():
+                who = ",".join(rids[:3]) + (f" +{len(rids) - 3}" if len(rids) > 3 else "")
+                head = " ".join(x for x in (check, who, where) if x)
+                lines.append(textwrap.shorten(f"  {head}: {text}", 110, placeholder=" ..."))
+            return lines
+    return None
+
+
+def _is_violations(value: Any) -> bool:
+    return (isinstance(value, list) and bool(value)
+            and all(isinstance(v, dict) and "check" in v and "message" in v for v in value))

@@ -56,6 +56,13 @@ class RunReport:
     def exit_code(self) -> int:
         return 1 if self.violations else 0
 
+    @property
+    def forwards(self) -> dict[tuple[str, str, int, str], int]:
+        """How many times each node ran: (walk, node, rank, request) -> forwards."""
+        from simharness.report.summary import forwards_of
+
+        return {key: len(counters) for key, counters in forwards_of(self).items()}
+
 
 def with_seed(scenario: Scenario, seed: int | None) -> Scenario:
     if seed is None or seed == scenario.seed:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from simharness.checks.base import UNRANKED, Check, RunContext, RunSetup, Violation
+from simharness.checks.base import UNRANKED, Check, RunContext, RunSetup, Violation, symptoms
 from simharness.checks.determinism import DeterminismCheck
 from simharness.checks.drain import DrainCheck
 from simharness.checks.expect import ExpectCheck
@@ -39,13 +39,14 @@ def build_checks(setup: RunSetup, classes: Iterable[type[Check]] = BUILTIN_CHECK
 
 
 def finish_checks(checks: list[Check], ctx: RunContext) -> list[Violation]:
-    """Every check's verdict at the end of a run: check by check in `checks` order, each
-    check's violations in place order (request, walk, node, rank)."""
-    pos = {c.name: i for i, c in enumerate(checks)}
+    """Every check's verdict at the end of a run, causes first: check by check in `priority`
+    order (``loop_exit`` before the ``forwards`` and ``drain`` symptoms it causes; `checks`
+    order among equals), each check's violations in place order (request, walk, node, rank)."""
+    pos = {c.name: (c.priority, i) for i, c in enumerate(checks)}
     violations = [v for c in checks for v in c.finish(ctx)]
-    violations.sort(key=lambda v: (pos.get(v.check, len(pos)), v.sort_key()))
+    violations.sort(key=lambda v: (pos.get(v.check, (UNRANKED, len(pos))), v.sort_key()))
     return violations
 
 
 __all__ = ["BUILTIN_CHECKS", "CHECK_NAMES", "KNOWN_CHECKS", "UNRANKED", "Check", "RunContext",
-           "RunSetup", "Violation", "build_checks", "finish_checks"]
+           "RunSetup", "Violation", "build_checks", "finish_checks", "symptoms"]

@@ -170,6 +170,9 @@ class Check:
     #: one of the lowest priority (``loop_exit``, 10, before the ``forwards`` and ``drain``
     #: symptoms a stray loop-back causes). Gaps of 10 leave room for a check in between.
     priority: ClassVar[int] = UNRANKED
+    #: the checks whose violations this check's explain, for the same request: its own are
+    #: causes, theirs symptoms, and reports list the symptoms under the cause (`symptoms`)
+    explains: ClassVar[tuple[str, ...]] = ()
     #: the kinds its violations are named by, the most telling first: a run's signature names
     #: the first of them among the check's violations (``loop_exit:peer`` over ``:local``)
     kinds: ClassVar[tuple[str, ...]] = ("other",)
@@ -224,3 +227,26 @@ def rid_order(rid: str) -> tuple[int, str]:
     """
     n = rid_number(rid)
     return (-1 if n is None else n, rid)
+
+
+def symptoms(violations: Sequence[Violation], classes: Iterable[type[Check]] = ()) -> list[int | None]:
+    """For each violation, the index of the first one in `violations` that explains it (a
+    violation of a check whose ``explains`` names this one's check, about the same request or
+    about the whole run), None for a cause or a violation nothing explains. `classes`: the
+    checks that may have reported (the known ones by default)."""
+    if not classes:
+        from simharness.checks import KNOWN_CHECKS
+
+        classes = KNOWN_CHECKS
+    explains = {c.name: set(c.explains) for c in classes}
+    causes: list[tuple[int, Violation]] = [(i, v) for i, v in enumerate(violations)
+                                           if explains.get(v.check)]
+    out: list[int | None] = []
+    for v in violations:
+        found = None
+        for i, c in causes:
+            if v.check in explains[c.check] and (c.request is None or c.request == v.request):
+                found = i
+                break
+        out.append(found)
+    return out

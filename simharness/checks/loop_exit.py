@@ -36,6 +36,9 @@ class LoopExitCheck(Check):
     name = "loop_exit"
     priority = 10
     kinds = ("peer", "sibling", "self", "local")
+    #: a loop-back past the loop's end makes the extra forwards, the state left at teardown,
+    #: the counts an expectation misses and the extra worker-graph reports
+    explains = ("forwards", "drain", "expect", "worker_graphs")
 
     def __init__(self, setup: RunSetup) -> None:
         super().__init__(setup)

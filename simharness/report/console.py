@@ -129,21 +129,38 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
       f"{rc['failed']} failed · {ran}\n")
 
     if report.violations:
-        groups = group_violations(report.violations)
-        w(f"\nviolations ({len(report.violations)}, {len(groups)} distinct):\n")
-        for (check, v_walk, v_node, v_rank, text), rids in groups[:MAX_VIOLATIONS]:
-            where = " ".join(x for x in (
-                v_walk or "",
-                f"{v_node}@{v_rank}" if v_node is not None and v_rank is not None
-                else (f"rank {v_rank}" if v_rank is not None else (v_node or "")),
-            ) if x)
-            who = _rids_text(rids)
-            head = f"  {check:<10} {who + ' ' if who else ''}{where}: "
-            wrapped = textwrap.wrap(text, width=max(40, width - 6),
-                                    initial_indent=head, subsequent_indent=" " * 13)
-            w("\n".join(wrapped) + "\n")
-        if len(groups) > MAX_VIOLATIONS:
-            w(f"  ... and {len(groups) - MAX_VIOLATIONS} more (--json lists them all)\n")
+        from simharness.checks import symptoms
+
+        links = symptoms(report.violations)
+        causes = [v for v, c in zip(report.violations, links, strict=True) if c is None]
+        effects = [v for v, c in zip(report.violations, links, strict=True) if c is not None]
+        groups = group_violations(causes)
+        symptom_groups = group_violations(effects)
+        n = len(groups) + len(symptom_groups)
+        w(f"\nviolations ({len(report.violations)}, {n} distinct):\n")
+
+        def show(found: list[Group], indent: int) -> None:
+            for (check, v_walk, v_node, v_rank, text), rids in found:
+                where = " ".join(x for x in (
+                    v_walk or "",
+                    f"{v_node}@{v_rank}" if v_node is not None and v_rank is not None
+                    else (f"rank {v_rank}" if v_rank is not None else (v_node or "")),
+                ) if x)
+                who = _rids_text(rids)
+                head = f"{' ' * indent}{check:<10} {who + ' ' if who else ''}{where}: "
+                wrapped = textwrap.wrap(text, width=max(40, width - 4 - indent),
+                                        initial_indent=head, subsequent_indent=" " * (indent + 11))
+                w("\n".join(wrapped) + "\n")
+
+        show(groups[:MAX_VIOLATIONS], 2)
+        if symptom_groups:
+            explained = sorted({v.check for v in causes if v.check in
+                                {report.violations[c].check for c in links if c is not None}})
+            w(f"  symptoms, explained by the {' and '.join(explained)} violation"
+              f"{'s' if len(causes) > 1 else ''} above ({len(effects)}):\n")
+            show(symptom_groups[:max(0, MAX_VIOLATIONS - len(groups))], 4)
+        if n > MAX_VIOLATIONS:
+            w(f"  ... and {n - MAX_VIOLATIONS} more (--json lists them all)\n")
         by_check = Counter(v.check for v in report.violations)
         w("\n")
         line(out, f"FAIL: {plural(len(report.violations), 'violation')} ("

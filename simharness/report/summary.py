@@ -93,11 +93,25 @@ def build_summary(report: RunReport) -> dict[str, Any]:
         "outcome": report.outcome,
         "requests": request_counts(report),
         "forwards": rows,
-        "violations": [v.to_json() for v in report.violations],
+        "violations": _violations_json(report.violations),
         "sim_time_s": round(report.result.sim_time_s, 6),
         "wall_s": round(report.wall_s, 4),
     }
     if report.result.notes:
         out["notes"] = list(report.result.notes)
     out.update(report.extra)
+    return out
+
+
+def _violations_json(violations: list[Any]) -> list[dict[str, Any]]:
+    """Each violation as JSON, causes first (the checks' order), a symptom with the index of
+    the violation that explains it (``symptom_of``)."""
+    from simharness.checks import symptoms
+
+    out = []
+    for v, cause in zip(violations, symptoms(violations), strict=True):
+        doc = v.to_json()
+        if cause is not None:
+            doc["symptom_of"] = cause
+        out.append(doc)
     return out

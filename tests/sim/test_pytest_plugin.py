@@ -174,3 +174,31 @@ def test_pytest_scenarios_runs_the_shipped_scenarios_and_cases(tmp_path):
         status = yaml.safe_load(path.read_text())["corpus"]["status"]
         ident = next(k for k in cases if k.startswith(f"scenarios.corpus.{path.name}::"))
         assert cases[ident] == (["skipped"] if status == "open" else []), ident
+
+
+def test_scenarios_run_under_each_runtime_and_seed_asked_for(tmp_path):
+    shutil.copy(SCENARIOS / "bagel_cfg.yaml", tmp_path / "bagel_cfg.yaml")
+    code, out, results = _pytest(tmp_path, "bagel_cfg.yaml", "--simharness-runtime", "mstar-rust-prefix",
+                                 "--simharness-runtime", "mstar-python", "--simharness-seeds", "0..1")
+    assert code == 1
+    ids = {k.rpartition("::")[2]: v for k, v in results.items()}
+    assert ids == {f"{part}[{rt}-seed{s}]": ("failed" if rt == "mstar-rust-prefix" else "passed")
+                   for part in ("checks", "expect") for rt in ("mstar-rust-prefix", "mstar-python")
+                   for s in (0, 1)}
+    # the failure says what the console says, cause first, with the command that reruns it
+    assert "loop_exit  r0..r6 image_gen_cfg combine_cfg@0" in out
+    assert "bagel_cfg.yaml --runtime mstar-rust-prefix --seed 1" in out
+    code, out, _ = _pytest(tmp_path, "bagel_cfg.yaml", "--simharness-seeds", "3..1")
+    assert code != 0 and "--simharness-seeds 3..1: expected 0 <= A <= B" in out
+
+
+def test_a_failed_fixture_assertion_shows_the_violations(tmp_path):
+    (tmp_path / "test_mine.py").write_text(
+        "def test_prefix(simharness_run):\n"
+        f"    s = simharness_run({str(SCENARIOS / 'bagel_cfg.yaml')!r}, runtime='mstar-rust-prefix')\n"
+        "    assert s['violations'] == []\n")
+    code, out, results = _pytest(tmp_path, "test_mine.py")
+    assert code == 1
+    assert "the run has 70 violations (10 distinct):" in out
+    assert "loop_exit r0,r1,r2 +4 combine_cfg@0: combine_cfg on rank 0 routed 6 loop-back" in out
+    assert out.index("loop_exit r0") < out.index("forwards r0")  # cause first
