@@ -125,8 +125,10 @@ def _write_report(report: Any, summary: dict | None, target: str, command: list[
     from simharness.report.perfetto import write_perfetto
     from simharness.report.story import build_story
 
+    import dataclasses
+
     sc = report.scenario
-    story = build_story(report, command)
+    story = dataclasses.replace(build_story(report, command), trace_file="trace.perfetto.json")
     common.emit_report(target, f"{sc.name}-{report.runtime}-seed{sc.seed}", "summary.json", summary,
                        run_page(report, command, story), {
                            "trace.jsonl": report.result.recorder.write_jsonl,

@@ -33,13 +33,18 @@ def group_violations(violations: list) -> list[Group]:
     """
     groups: dict[tuple, list[str]] = {}
     for v in violations:
-        text = v.message
-        if v.request:
-            text = re.sub(rf"\b{re.escape(v.request)}\b", "the request", text)
-            text = text[0].upper() + text[1:] if text.startswith("the request") else text
-        key = (v.check, v.walk, v.node, v.rank, text)
-        groups.setdefault(key, []).append(v.request or "")
+        groups.setdefault(fold_key(v), []).append(v.request or "")
     return list(groups.items())
+
+
+def fold_key(v: Any) -> tuple[str, str | None, str | None, int | None, str]:
+    """What `group_violations` folds a violation by: where it is and what it says, the request
+    id in its message made "the request"."""
+    text = v.message
+    if v.request:
+        text = re.sub(rf"\b{re.escape(v.request)}\b", "the request", text)
+        text = text[0].upper() + text[1:] if text.startswith("the request") else text
+    return (v.check, v.walk, v.node, v.rank, text)
 
 
 def _rids_text(rids: list[str]) -> str:

@@ -3,12 +3,11 @@
 Every command's page (the run page in `simharness.report.html`, the others in their command's
 module under `simharness.commands`) is built from these pieces, so all of them look alike.
 Every value that comes from a run goes through `html.escape`; the pictures are PNG bytes from
-`simharness.report.plots`, inlined as base64 data URIs.
+`simharness.report.plots`, inlined as SVG.
 """
 
 from __future__ import annotations
 
-import base64
 from html import escape
 
 CSS = """
@@ -22,15 +21,16 @@ td.extra{background:#f8c9c9;color:#8b0000;font-weight:bold} td.missing{backgroun
 font-weight:bold} .pass{color:#137333;font-weight:bold} .fail{color:#b3261e;font-weight:bold}
 .violation{border-left:4px solid #b3261e;padding:.3em .8em;margin:.6em 0;background:#fff6f6}
 code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace} pre{background:#f7f7f7;
-padding:.6em;overflow-x:auto} img{max-width:100%} .caption{color:#555;font-size:.9em}
+padding:.6em;overflow-x:auto} img{max-width:100%} figure.plot{margin:0} figure.plot svg{max-width:100%;height:auto} .caption{color:#555;font-size:.9em}
 dl.params{display:grid;grid-template-columns:max-content auto;gap:2px 12px} dt{font-weight:bold}
 dd{margin:0;font-family:ui-monospace,monospace;font-size:12px}
 """
 
 
-def img(png: bytes, alt: str, ident: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img id="{ident}" alt="{escape(alt)}" src="data:image/png;base64,{data}">'
+def img(svg: str, alt: str, ident: str) -> str:
+    """A picture inlined as SVG (`plots`), in a figure named `ident`, described by `alt`."""
+    body = svg[svg.index("<svg"):]  # the XML prolog and doctype cannot stand inside HTML
+    return f'<figure id="{ident}" class="plot" role="img" aria-label="{escape(alt)}">{body}</figure>'
 
 
 def page(title: str, body: list[str]) -> str:

@@ -1,6 +1,7 @@
 """The report's pictures, drawn by matplotlib (and networkx for the wait-for graph).
 
-Each function takes a `Story` (or plain data) and returns PNG bytes. matplotlib is imported here
+Each function takes a `Story` (or plain data) and returns an SVG document (text), which the page
+inlines: a browser zooms vectors, and the page stays one self-contained file. matplotlib is imported here
 and only here, inside the functions, so that no command pays for it unless a report is asked
 for. Figures are built on the object API (`Figure` + the Agg canvas), never pyplot: no global
 state, no display needed.
@@ -30,10 +31,15 @@ def _figure(w: float, h: float) -> Any:
     return fig
 
 
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    # No timestamp in the PNG's metadata: the same run draws the same bytes.
-    fig.savefig(buf, format="png", bbox_inches="tight", metadata={"Software": None})
+def _svg(fig: Any, salt: str) -> str:
+    """The figure as SVG text: text kept as text (a browser's search and zoom reach it), no
+    date in the metadata and ids salted per picture, so the same run draws the same bytes and
+    two pictures inlined in one page never share an id."""
+    from matplotlib import rc_context
+
+    buf = io.StringIO()
+    with rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
     return buf.getvalue()
 
 
@@ -58,7 +64,7 @@ def lanes(story: Story) -> list[tuple[int, str]]:
     return sorted(first_walk, key=lambda k: (k[0], place(first_walk[k], k[1]), k[1]))
 
 
-def timeline(story: Story) -> bytes:
+def timeline(story: Story) -> str:
     """Forwards by (rank, node) over time, coloured by request; extra passes and hangs marked."""
     rows = lanes(story)
     rids = sorted({f.rid for _, f in story.forwards}, key=rid_order)
@@ -99,7 +105,7 @@ def timeline(story: Story) -> bytes:
     if extra_pts:
         handles.append(ax.get_legend_handles_labels()[0][-1])
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return _png(fig)
+    return _svg(fig, "timeline")
 
 
 def message_window(story: Story, rid: str) -> tuple[list[Message], float, float, int]:
@@ -133,7 +139,7 @@ def message_window(story: Story, rid: str) -> tuple[list[Message], float, float,
     return shown, t0, t1, start
 
 
-def message_diagram(story: Story, rid: str | None = None) -> tuple[bytes, str]:
+def message_diagram(story: Story, rid: str | None = None) -> tuple[str, str]:
     """Ranks as lanes, messages of one request as arrows; strays red; parked, dropped marked.
 
     Returns the PNG and a one-line caption saying what window it shows.
@@ -143,7 +149,7 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[bytes, str]:
     ax = fig.add_subplot()
     if rid is None:
         ax.text(0.5, 0.5, "no request", ha="center")
-        return _png(fig), "no request"
+        return _svg(fig, "message_diagram"), "no request"
     shown, t0, t1, skipped = message_window(story, rid)
     span = max(t1 - t0, 1e-6)
     pad = span * 0.02
@@ -210,10 +216,10 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[bytes, str]:
     ax.grid(axis="x", alpha=0.3)
     caption = (f"request {rid}: {plural(len(shown), 'message')} from t={t0:.3f} s to t={t1:.3f} s"
                + (f" ({plural(skipped, 'earlier message')} not drawn)" if skipped else ""))
-    return _png(fig), caption
+    return _svg(fig, "message_diagram"), caption
 
 
-def wait_for_graph(story: Story) -> bytes | None:
+def wait_for_graph(story: Story) -> str | None:
     """The first hang's wait-for graph: each blocked node points at who it waits for."""
     if not story.stalls:
         return None
@@ -238,7 +244,7 @@ def wait_for_graph(story: Story) -> bytes | None:
     ax.set_axis_off()
     if g.number_of_nodes() == 0:
         ax.text(0.5, 0.5, "no node holds or waits for anything", ha="center")
-        return _png(fig)
+        return _svg(fig, "wait_for_graph")
     pos = nx.circular_layout(sorted(g.nodes)) if g.number_of_nodes() > 2 else nx.spring_layout(g, seed=0)
     colours = [RED if g.nodes[n].get("kind") == "gated" else
                ("#fdae6b" if g.nodes[n].get("kind") == "blocked" else "#c6dbef") for n in g.nodes]
@@ -247,10 +253,10 @@ def wait_for_graph(story: Story) -> bytes | None:
     nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels=nx.get_edge_attributes(g, "label"),
                                  font_size=7)
     ax.set_title(f"wait-for graph: {st.rid} in {st.walk} (pass {st.pass_no}) at t={st.t:.3f} s")
-    return _png(fig)
+    return _svg(fig, "wait_for_graph")
 
 
-def utilisation_chart(story: Story) -> bytes:
+def utilisation_chart(story: Story) -> str:
     share = utilisation(story)
     fig = _figure(6, 0.8 + 0.45 * max(len(share), 1))
     ax = fig.add_subplot()
@@ -262,10 +268,10 @@ def utilisation_chart(story: Story) -> bytes:
     ax.invert_yaxis()
     ax.set_xlabel("busy share of the run (%)")
     ax.set_title("utilisation per rank")
-    return _png(fig)
+    return _svg(fig, "utilisation_chart")
 
 
-def coverage_chart(coverage: dict[str, Any]) -> bytes:
+def coverage_chart(coverage: dict[str, Any]) -> str:
     """Fuzz coverage: how many examples reached each feature of each area (grey: never)."""
     items = [(area, name, int(v)) for area, feats in coverage.items() if isinstance(feats, dict)
              for name, v in feats.items()]
@@ -281,4 +287,4 @@ def coverage_chart(coverage: dict[str, Any]) -> bytes:
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("examples that reached the feature")
     ax.set_title("coverage per feature")
-    return _png(fig)
+    return _svg(fig, "coverage_chart")

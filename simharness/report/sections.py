@@ -16,7 +16,7 @@ import io
 from collections import defaultdict
 from collections.abc import Callable
 from html import escape
-from typing import Protocol
+from typing import Any, Protocol
 
 from simharness.checks.base import rid_order
 from simharness.report.page import img, outcome
@@ -158,26 +158,52 @@ class Violations:
         return True
 
     def html(self, story: Story) -> str:
-        from simharness.report.console import _rids_text, group_violations
+        from simharness.report.console import _rids_text, fold_key, group_violations
 
         report = story.report
         if not report.violations:
             return '<p class="pass">None: every check holds.</p>'
+        from simharness.checks import symptoms
+
         rerun = rerun_line(report, story.command)
         parts = [f"<p>Rerun: <code>{escape(rerun)}</code></p>"]
+        trace = story.trace_file
+        if trace:
+            parts.append(
+                f'<p>Trace: <a href="{escape(trace)}">{escape(trace)}</a>, written beside this page. '
+                f'Open it at <a href="https://ui.perfetto.dev">ui.perfetto.dev</a> ("Open trace '
+                f'file"): one process per rank (<code>rank N</code>), a track per node, and each '
+                f'violation an instant on its rank\'s <code>violations</code> track at the time '
+                f'given below. Or query it with Perfetto\'s <code>trace_processor</code>: '
+                f'<code>SELECT ts, name FROM slice WHERE name LIKE \'violation:%\' ORDER BY ts</code>.</p>')
+        links = symptoms(report.violations)
+        causes = [v for v, c in zip(report.violations, links, strict=True) if c is None]
+        effects = [v for v, c in zip(report.violations, links, strict=True) if c is not None]
+        # when each card's violations first happened: of the very violations the card folds
         first_time: dict[tuple, float] = {}
         for v in report.violations:
-            key = (v.check, v.walk, v.node, v.rank)
-            first_time.setdefault(key, violation_time(v, story))
-        for (check, walk, node, rank, text), rids in group_violations(report.violations):
-            who = _rids_text(rids)
-            where = " ".join(x for x in (walk or "", f"{node}@{rank}" if node is not None and rank is not None
-                                         else (f"rank {rank}" if rank is not None else (node or ""))) if x)
-            t = first_time.get((check, walk, node, rank))
-            when = f" · first at t={t:.3f} s" if t is not None else ""
-            parts.append(f'<div class="violation"><b>{escape(check)}</b> {escape(who)} {escape(where)}'
-                         f'<span class="caption">{escape(when)}</span><br>{escape(text)}<br>'
-                         f'<span class="caption">rerun: <code>{escape(rerun)}</code></span></div>')
+            key = fold_key(v)
+            t = violation_time(v, story)
+            if t is not None and (key not in first_time or t < first_time[key]):
+                first_time[key] = t
+
+        def cards(found: list[Any]) -> None:
+            for (check, walk, node, rank, text), rids in group_violations(found):
+                who = _rids_text(rids)
+                where = " ".join(x for x in (walk or "", f"{node}@{rank}" if node is not None and rank is not None
+                                             else (f"rank {rank}" if rank is not None else (node or ""))) if x)
+                t = first_time.get((check, walk, node, rank, text))
+                track = f"rank {rank} › violations" if rank is not None else "run › violations"
+                when = f" · first at t={t:.3f} s (trace: {track}, ts {t * 1e6:.0f} µs)" if t is not None else ""
+                parts.append(f'<div class="violation"><b>{escape(check)}</b> {escape(who)} {escape(where)}'
+                             f'<span class="caption">{escape(when)}</span><br>{escape(text)}</div>')
+
+        cards(causes)
+        if effects:
+            parts.append(f'<p>Symptoms, explained by the violations above ({len(effects)}):</p>'
+                         '<div style="margin-left:1.5em">')
+            cards(effects)
+            parts.append("</div>")
         return "".join(parts)
 
 
@@ -210,10 +236,10 @@ class Messages:
     def html(self, story: Story) -> str:
         from simharness.report import plots
 
-        png, caption = plots.message_diagram(story)
+        svg, caption = plots.message_diagram(story)
         return (f'<p class="caption">{escape(caption)}. Ranks are lanes; an arrow is a message from '
                 f'the sending forward to the receiving rank; red arrows are loop-backs sent after '
-                f'the loop ended.</p>{img(png, "message diagram", "messages")}')
+                f'the loop ended.</p>{img(svg, "message diagram", "messages")}')
 
 
 class WaitFor:
@@ -228,11 +254,11 @@ class WaitFor:
     def html(self, story: Story) -> str:
         from simharness.report import plots
 
-        png = plots.wait_for_graph(story)
-        assert png is not None  # a hang, so a graph (`applies`)
+        svg = plots.wait_for_graph(story)
+        assert svg is not None  # a hang, so a graph (`applies`)
         return (f'<p class="caption">Each blocked node points at the node (or the conductor) it waits '
                 f'for; the label is the missing input.</p>'
-                f'{img(png, "wait-for graph of the hang", "waitfor")}')
+                f'{img(svg, "wait-for graph of the hang", "waitfor")}')
 
 
 class Utilisation:

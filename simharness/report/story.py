@@ -78,6 +78,8 @@ class Story:
     end_t: float
     #: the command line that made the run, when known: a page's rerun line keeps its flags
     command: list[str] | None = None
+    #: the Perfetto trace written beside the page (its file name), when one is
+    trace_file: str | None = None
 
     @property
     def ranks(self) -> list[int]:

@@ -137,6 +137,56 @@ class MicroScheduler:
             rids.append(rid)
         return self._cap(best, rids)
 
+    def room_for_continuing(self, key: tuple[str, str]) -> int | None:
+        """How many of a speculation's own requests fit in a batch of `key` once its backlog is
+        served first (mstar ``room_for_continuing``): the cap less the backlog; None uncapped."""
+        cap = None if self._max_batch is None else self._max_batch(key[0], key[1])
+        if cap is None:
+            return None
+        return max(0, cap - len(self.backlog.get(key, ())))
+
+    def fresh_for(self, key: tuple[str, str], runtime: RankRuntimeProtocol, blocked: set[str],
+                  pre_existing: int) -> list[str]:
+        """Other requests for a speculation of `key` (mstar's ``get_next_batch`` with a target
+        and ``pre_existing_batch_size``): its backlog first, else its ready requests (the gate
+        asked), up to the cap less `pre_existing`; the rest of a ready set waits in the backlog."""
+        node, walk = key
+        cap = None if self._max_batch is None else self._max_batch(node, walk)
+        room = None if cap is None else max(0, cap - pre_existing)
+        gate, gated = self._gate, self._gated
+        taken: list[str] = []
+        waiting = self.backlog.get(key)
+        if waiting:
+            runnable = []
+            for rid in waiting:
+                st = runtime.state_of(rid, walk, node)
+                if st is None or rid in blocked:
+                    continue
+                if (gated is None or node in gated) and gate(node, walk, rid, st):
+                    self._held(node, walk, rid, st)
+                    continue
+                runnable.append(rid)
+            if runnable:
+                taken = runnable if room is None else runnable[:room]
+                rest = [r for r in waiting if r not in taken]
+                if rest:
+                    self.backlog[key] = rest
+                else:
+                    del self.backlog[key]
+                return taken
+        for n, w, rid, st in list(runtime.ready_work()):
+            if n != node or w != walk or rid in blocked:
+                continue
+            if (gated is None or node in gated) and gate(node, walk, rid, st):
+                self._held(node, walk, rid, st)
+                continue
+            st.pop_ready(node)
+            taken.append(rid)
+        if room is not None and len(taken) > room:
+            rest, taken = taken[room:], taken[:room]
+            self.backlog.setdefault(key, []).extend(r for r in rest if r not in self.backlog.get(key, ()))
+        return taken
+
     def _from_backlog(self, runtime: RankRuntimeProtocol, blocked: set[str]) -> Batch | None:
         for key, rids in list(self.backlog.items()):
             node, walk = key

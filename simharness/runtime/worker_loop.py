@@ -463,7 +463,8 @@ class WorkerLoop:
                 continue
             if reads_state:
                 st = runtime.state_of(rid, walk, node)
-                if batch.speculative and batch.new_iter and rid in stops_before:
+                if (batch.speculative and batch.new_iter and stops_before
+                        and spec.stopped(stops_before, rid, st.spec.nodes[node].loop.name)):
                     # The loop stopped in the previous batch: this speculative forward overshot.
                     st.clear_current(node)
                     emit(ev.Overshoot(now, rank, rid, walk, node, st.counter(node)))
@@ -496,7 +497,7 @@ class WorkerLoop:
         req = runtime.requests[rid]
         part = runtime.partition_of[walk]
         peers = runtime.stop_loops(rid, walk, stops, node)
-        self.speculation.pending_stops.add(rid)
+        self.speculation.pending_stops.update((rid, loop) for loop in stops)
         for loop in stops:
             self.emit(ev.LoopStopped(now, self.rank, rid, part, loop, "self", self.rank))
         if not peers:

@@ -309,8 +309,9 @@ class Speculation:
         self.steps = 0
         #: a (node, walk) pair the next scheduling pass skips (the speculation yielded to it)
         self.exclude: tuple[str, str] | None = None
-        #: rids whose dynamic loop stopped in the last postprocess (mstar ``_pending_loop_stops``)
-        self.pending_stops: set[str] = set()
+        #: (rid, loop) of every dynamic loop stopped in the last postprocess (mstar
+        #: ``_pending_loop_stops``)
+        self.pending_stops: set[tuple[str, str]] = set()
         #: every node that speculates in some worker graph of this rank: after a batch of any
         #: other node there is nothing to plan (`plan` asks the batch's own worker graph next)
         self._may_speculate = frozenset().union(*(s.spec_nodes for s in loop.runtime.specs.values()))
@@ -319,6 +320,13 @@ class Speculation:
     def take(self) -> Batch | None:
         batch, self.batch = self.batch, None
         return batch
+
+    def stopped(self, stops: set[tuple[str, str]], rid: str, loop: str) -> bool:
+        """Whether `stops` (pending loop stops) cut `rid`'s `loop` short: mstar 0.2.1 matches the
+        loop (worker.py:2165-2176); the reference, any loop of the request."""
+        if self._successors:
+            return (rid, loop) in stops
+        return any(r == rid for r, _ in stops)
 
     def plan(self, batch: Batch, now: float) -> None:
         """Build the next batch before postprocessing this one."""
@@ -354,13 +362,26 @@ class Speculation:
                     self._choose_now()
                 return
         pending = loop.teardown.pending
-        for n, w, rid, st in list(runtime.ready_work()):
-            if n == target and w == walk and rid not in rids and rid not in pending:
-                if loop.gate(n, w, rid, st):
-                    loop.held(n, w, rid, st)
-                    continue
-                st.pop_ready(n)
-                rids.append(rid)
+        if self._successors:
+            # mstar 0.2.1: the continuing requests that fit once the target's backlog is served,
+            # then the target's backlog or ready requests up to the cap (``room_for_continuing``,
+            # ``get_next_batch(target=...)``, worker.py:1806-1870)
+            room = loop.scheduler.room_for_continuing((target, walk))
+            if room is not None and len(rids) > room:
+                rids = rids[:room]
+            if not rids:
+                return
+            self._take_from_ready(target, walk, rids)
+            rids.extend(r for r in loop.scheduler.fresh_for((target, walk), runtime, pending, len(rids))
+                        if r not in rids)
+        else:
+            for n, w, rid, st in list(runtime.ready_work()):
+                if n == target and w == walk and rid not in rids and rid not in pending:
+                    if loop.gate(n, w, rid, st):
+                        loop.held(n, w, rid, st)
+                        continue
+                    st.pop_ready(n)
+                    rids.append(rid)
         if not rids:
             return
         for rid in rids:
@@ -397,9 +418,11 @@ class Speculation:
         rids = []
         for rid in batch.rids:
             st = runtime.state_of(rid, walk, node)
-            if st is None or rid in pending or rid in self.pending_stops:
+            if st is None or rid in pending:
                 continue
             lp = st.loops[st.spec.nodes[node].loop.name]
+            if self.stopped(self.pending_stops, rid, lp.spec.name):
+                continue
             if lp.finish or lp.curr_iter + 1 >= lp.spec.max_iters:
                 continue
             rids.append(rid)
@@ -444,14 +467,21 @@ class Speculation:
             ts = st.spec.nodes[target]
             if new_iter and ts.loop is not None:
                 lp = st.loops[ts.loop.name]
-                if rid in self.pending_stops or lp.finish or lp.curr_iter + 1 >= lp.spec.max_iters:
+                if (self.stopped(self.pending_stops, rid, lp.spec.name) or lp.finish
+                        or lp.curr_iter + 1 >= lp.spec.max_iters):
                     continue
             if not ts.input_set <= (names | set(st.inputs(target))):
                 continue
-            if target in st.ready:
-                st.pop_ready(target)
             rids.append(rid)
         return rids
+
+    def _take_from_ready(self, target: str, walk: str, rids: list[str]) -> None:
+        """The continuing requests' target leaves the ready sets (the speculation runs it)."""
+        runtime = self.loop.runtime
+        for rid in rids:
+            st = runtime.state_of(rid, walk, target)
+            if st is not None and target in st.ready:
+                st.pop_ready(target)
 
 
 class KvPulls:

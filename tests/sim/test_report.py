@@ -213,8 +213,15 @@ def test_run_report_page(tmp_path, capsys):
     assert "FAIL: 70 violations" in html and "FAIL: 70 violations" in console
     # the replay command, the pictures inline, nothing fetched from a network
     assert "simharness run" in html and "--runtime mstar-rust-prefix" in html
-    assert len(re.findall(r'<img id="[a-z-]+" alt="[^"]*" src="data:image/png;base64,', html)) == 3
-    assert not re.search(r'(src|href)="(https?:)?//', html)
+    # pictures inlined as SVG (a browser zooms them), each in a figure that names it
+    assert len(re.findall(r'<figure id="[a-z-]+" class="plot" role="img" aria-label="[^"]*"><svg', html)) == 3
+    assert "<img" not in html and "data:image/png" not in html
+    assert not re.search(r'src="(https?:)?//', html) and not re.search(r'<link[^>]*href="(https?:)?//', html)
+    # the trace written beside the page, linked, and how to open it
+    assert '<a href="trace.perfetto.json">' in html and "ui.perfetto.dev" in html
+    assert "trace: rank 0 › violations, ts " in html
+    # one rerun command on the page's violations, not one per violation
+    assert html.count("rerun: <code>") == 0
 
 
 def test_hang_report_draws_the_wait_for_graph(hang_run):
@@ -222,7 +229,7 @@ def test_hang_report_draws_the_wait_for_graph(hang_run):
 
     html = run_page(hang_run)
     assert "waitfor-section" in _sections(html)
-    assert '<img id="waitfor"' in html
+    assert '<figure id="waitfor"' in html
 
 
 def test_values_are_escaped(clean_run):
@@ -250,7 +257,7 @@ def test_compare_and_replay_reports(tmp_path, capsys):
     rp = tmp_path / "rp"
     assert main(["replay", str(case), "--report", str(rp)]) == 0
     html = (rp / "report.html").read_text()
-    assert "still fails as recorded" in html and '<img id="messages"' in html
+    assert "still fails as recorded" in html and '<figure id="messages"' in html
     assert json.loads((rp / "replay.json").read_text())[0]["ok"] is True
 
 
@@ -274,7 +281,7 @@ def test_fuzz_report(tmp_path, capsys):
           "--report", str(out)])
     html = (out / "report.html").read_text()
     assert {"parameters", "cases", "coverage", "console"} <= _sections(html)
-    assert '<img id="coverage-chart"' in html
+    assert '<figure id="coverage-chart"' in html
     assert json.loads((out / "fuzz.json").read_text())["examples"] == 6
 
 
@@ -315,5 +322,5 @@ def test_the_message_diagram_reaches_the_inputs_dropped_for_its_request():
     assert "after the request was removed" in why
     _shown, _t0, t1, _skipped = plots.message_window(story, rid)
     assert t1 >= t
-    png, caption = plots.message_diagram(story, rid)
-    assert png.startswith(b"\x89PNG") and f"request {rid}" in caption
+    svg, caption = plots.message_diagram(story, rid)
+    assert "<svg" in svg and f"request {rid}" in caption

@@ -404,9 +404,13 @@ class StackWorker:
         instance: tuple[int, ...] = ()
         number = 0
         if batch.node_name in w.parallel_nodes:
-            members = w.parallel_groups.get_tp_config_for_node(batch.node_name).group_members
-            instance = tuple(sorted(int(m.split("_")[1]) if isinstance(m, str) else int(m)
-                                    for m in members))
+            # the node's whole lockstep instance, the TP x SP block (``JointGroups``): its TP
+            # all-reduce and its SP all-to-all hold every rank of it together
+            groups = w.parallel_groups
+            tp = [_rank_of(m) for m in groups.get_tp_config_for_node(batch.node_name).group_members]
+            sp = [_rank_of(m) for m in groups.get_sp_config_for_node(batch.node_name).group_members]
+            instance = tuple(sorted({s + t - self.rank for s in sp or [self.rank]
+                                     for t in tp or [self.rank]}))
             key = (batch.node_name, instance)
             number = self._tp_counts.get(key, 0)
             self._tp_counts[key] = number + 1
@@ -730,6 +734,11 @@ def _leftovers(io: Any, wg: str) -> list[str]:
     for node in io.wg_state_registry.ready_names:
         out.append(f"{node} in {wg} still queued as ready")
     return out
+
+
+def _rank_of(member: Any) -> int:
+    """A comm group member as a global rank (``worker_3`` or 3)."""
+    return int(member.split("_")[1]) if isinstance(member, str) else int(member)
 
 
 def _what_failed(exc: BaseException) -> str:
