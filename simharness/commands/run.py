@@ -121,11 +121,11 @@ def _write_trace(report: Any, path: Path) -> None:
 
 
 def _write_report(report: Any, summary: dict | None, target: str, command: list[str]) -> None:
+    import dataclasses
+
     from simharness.report.html import run_page
     from simharness.report.perfetto import write_perfetto
     from simharness.report.story import build_story
-
-    import dataclasses
 
     sc = report.scenario
     story = dataclasses.replace(build_story(report, command), trace_file="trace.perfetto.json")

@@ -21,7 +21,8 @@ td.extra{background:#f8c9c9;color:#8b0000;font-weight:bold} td.missing{backgroun
 font-weight:bold} .pass{color:#137333;font-weight:bold} .fail{color:#b3261e;font-weight:bold}
 .violation{border-left:4px solid #b3261e;padding:.3em .8em;margin:.6em 0;background:#fff6f6}
 code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace} pre{background:#f7f7f7;
-padding:.6em;overflow-x:auto} img{max-width:100%} figure.plot{margin:0} figure.plot svg{max-width:100%;height:auto} .caption{color:#555;font-size:.9em}
+padding:.6em;overflow-x:auto} img{max-width:100%} figure.plot{margin:0}
+figure.plot svg{max-width:100%;height:auto} .caption{color:#555;font-size:.9em}
 dl.params{display:grid;grid-template-columns:max-content auto;gap:2px 12px} dt{font-weight:bold}
 dd{margin:0;font-family:ui-monospace,monospace;font-size:12px}
 """

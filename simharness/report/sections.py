@@ -190,11 +190,13 @@ class Violations:
         def cards(found: list[Any]) -> None:
             for (check, walk, node, rank, text), rids in group_violations(found):
                 who = _rids_text(rids)
-                where = " ".join(x for x in (walk or "", f"{node}@{rank}" if node is not None and rank is not None
-                                             else (f"rank {rank}" if rank is not None else (node or ""))) if x)
+                at = (f"{node}@{rank}" if node is not None and rank is not None
+                      else (f"rank {rank}" if rank is not None else (node or "")))
+                where = " ".join(x for x in (walk or "", at) if x)
                 t = first_time.get((check, walk, node, rank, text))
                 track = f"rank {rank} › violations" if rank is not None else "run › violations"
-                when = f" · first at t={t:.3f} s (trace: {track}, ts {t * 1e6:.0f} µs)" if t is not None else ""
+                when = (f" · first at t={t:.3f} s (trace: {track}, ts {t * 1e6:.0f} µs)"
+                        if t is not None else "")
                 parts.append(f'<div class="violation"><b>{escape(check)}</b> {escape(who)} {escape(where)}'
                              f'<span class="caption">{escape(when)}</span><br>{escape(text)}</div>')
 

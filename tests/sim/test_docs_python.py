@@ -22,7 +22,7 @@ def test_the_page_has_its_examples():
 def test_every_example_on_the_page_runs(capsys):
     namespace: dict = {}
     for i, block in enumerate(_blocks()):
-        exec(compile(block, f"{PAGE.name}[block {i}]", "exec"), namespace)  # noqa: S102
+        exec(compile(block, f"{PAGE.name}[block {i}]", "exec"), namespace)
     printed = capsys.readouterr().out
     assert "loop_exit" in printed and "forwards w/A" in printed
 
