@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from simharness import events as ev
 from simharness import interrupts
 from simharness.checks import (
     BUILTIN_CHECKS,
@@ -58,10 +59,17 @@ class RunReport:
 
     @property
     def forwards(self) -> dict[tuple[str, str, int, str], int]:
-        """How many times each node ran: (walk, node, rank, request) -> forwards."""
-        from simharness.report.summary import forwards_of
-
-        return {key: len(counters) for key, counters in forwards_of(self).items()}
+        """How many times each node ran: (walk, node, rank, request) -> forwards (from the
+        forwards check's log; from the events for a run cut short)."""
+        log = self.result.forward_log
+        if log is not None:
+            return {key: len(counters) for key, counters in log.counters().items()}
+        out: dict[tuple[str, str, int, str], int] = {}
+        for e in self.result.events:
+            if type(e) is ev.Forward:
+                key = (e.walk, e.node, e.rank, e.rid)
+                out[key] = out.get(key, 0) + 1
+        return out
 
 
 def with_seed(scenario: Scenario, seed: int | None) -> Scenario:

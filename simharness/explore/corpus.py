@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 
 from simharness.errors import ScenarioError, UsageError
-from simharness.explore.execute import execute, signature
+from simharness.explore.execute import execute, signature_of
 from simharness.fileio import write_text
 from simharness.run import RunReport, run_scenario, simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
@@ -204,12 +204,6 @@ def run_differential(sc: Scenario, runtime: str, against: str) -> DifferentialRu
     return DifferentialRun(differential.signature(found), digests, found, report)
 
 
-def signature_of(violations: list) -> str | None:
-    """``check:key`` of a run's violations (the corpus's failure signature), None for a pass."""
-    if not violations:
-        return None
-    check, key = signature(violations)
-    return f"{check}:{key}"
 
 
 def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: str, *,

@@ -150,6 +150,14 @@ def signature(violations: list[Violation], scenario: Scenario | None = None,
     return check, f"{key}:{mechanisms[0]}" if mechanisms else key
 
 
+def signature_of(violations: list[Violation]) -> str | None:
+    """``check:key`` of a run's violations (the corpus's failure signature), None for a pass."""
+    if not violations:
+        return None
+    check, key = signature(violations)
+    return f"{check}:{key}"
+
+
 def priority_of(name: str, classes: dict[str, type[Check]] | None = None) -> int:
     """The priority of the check called `name` among `classes` (name -> class; the known
     checks by default), `UNRANKED` for one of another name."""

@@ -145,7 +145,7 @@ def _stack(scenario: Scenario, check: str, until: float | None = None
     import msgspec
 
     from simharness.errors import RuntimeRefused
-    from simharness.explore.corpus import signature_of
+    from simharness.explore.execute import signature_of
     from simharness.run import simulate
     from simharness.runtime import registry
 
