@@ -121,7 +121,8 @@ class _SpeculatesPastStop(Speculation):
     def plan(self, batch, now):
         # The overshoot batch finishes with the stop still pending: speculate once more anyway.
         runtime = self.loop.runtime
-        again = [r for r in batch.rids if batch.speculative and r in self.pending_stops
+        stopped = {r for r, _loop in self.pending_stops}
+        again = [r for r in batch.rids if batch.speculative and r in stopped
                  and r not in self._once and runtime.state_of(r, batch.walk, batch.node)]
         if not again:
             return super().plan(batch, now)
@@ -137,8 +138,10 @@ class _SpeculatesPastStopLoop(WorkerLoop):
         spec = self.speculation
         keep = spec.again & set(batch.rids) if batch.speculative else set()
         spec.again -= keep
+        loops = {r: st.spec.nodes[batch.node].loop.name for r in keep
+                 if (st := self.runtime.state_of(r, batch.walk, batch.node)) is not None}
         sends = super()._postprocess(batch, now)
-        spec.pending_stops |= keep  # the second speculative step is discarded too
+        spec.pending_stops |= set(loops.items())  # the second speculative step is discarded too
         return sends
 
 
