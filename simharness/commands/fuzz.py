@@ -173,7 +173,6 @@ def page(summary: dict[str, Any], console: str) -> str:
     """The campaign's page: its parameters and outcome, the cases found, coverage per feature."""
     from html import escape
 
-    from simharness.explore.report import outcomes_text
     from simharness.report import plots
     from simharness.report.page import console as console_section
     from simharness.report.page import img, outcome
@@ -183,19 +182,20 @@ def page(summary: dict[str, Any], console: str) -> str:
     failures = "".join(
         f'<tr><td class="l">{escape(f["signature"])}</td><td>{f["count"]}</td><td>{f["nodes"]}</td>'
         f'<td>{f["ranks"]}</td><td class="l">{"known" if f["known"] else "new"}</td>'
-        f'<td class="l"><code>{escape(f["case"] or "(not written)")}</code></td>'
-        f'<td class="l">{escape(f.get("message", "")[:400])}</td>'
-        f'<td class="l">{escape((f.get("verdict") or {}).get("text", ""))}</td></tr>'
+        f'<td class="l">{escape(f.get("message", ""))}</td>'
+        f'<td class="l">{escape((f.get("verdict") or {}).get("text", ""))}</td>'
+        f'<td class="l"><code>{escape(f["replay"] or "(not written)")}</code></td></tr>'
         for f in s["failures"])
     cases = (f'<table><tr><th class="l">signature</th><th>found</th><th>nodes</th><th>ranks</th>'
-             f'<th class="l">case</th><th class="l">file</th><th class="l">message</th>'
-             f'<th class="l">verdict</th></tr>{failures}'
-             f'</table><p>Replay a case: <code>simharness replay CASE.yaml</code></p>'
+             f'<th class="l">case</th><th class="l">message</th><th class="l">verdict</th>'
+             f'<th class="l">replay</th></tr>{failures}</table>'
              if s["failures"] else '<p class="pass">No failure found.</p>')
+    counts = "".join(f'<tr><td class="l">{escape(k)}</td><td>{n}</td></tr>' for k, n in s["outcomes"].items())
+    arms = s.get("arms") or s["runtime"]
     body = [f'<section id="parameters"><h2>Parameters and outcome</h2><p>Runtime '
-            f'<code>{escape(s["runtime"])}</code>, seed {s["seed"]}, {plural(s["examples"], "example")} '
-            f'({s["examples_per_s"]}/s); outcomes: {escape(outcomes_text(s["outcomes"]))}; '
-            f'{outcome("fail" if s["failures"] else "pass")}</p>'
+            f'<code>{escape(arms)}</code>, seed {s["seed"]}, {plural(s["examples"], "example")} '
+            f'({s["examples_per_s"]}/s); {outcome("fail" if s["failures"] else "pass")}</p>'
+            f'<table><tr><th class="l">outcome</th><th>examples</th></tr>{counts}</table>'
             f'<p>Reproduce: <code>{escape(s["reproduce"])}</code></p></section>',
             f'<section id="cases"><h2>Cases found</h2>{cases}</section>',
             f'<section id="coverage"><h2>Coverage ({escape(s["coverage"]["reached"])} features)</h2>'
