@@ -16,7 +16,12 @@ from it:
   the sweep says that digests were not compared;
 * otherwise a corpus case (a scenario with a ``corpus:`` block) under the runtime it was recorded
   for is expected to fail with its recorded signature while its status is ``open``, and to pass
-  once ``fixed``; every other cell is expected to pass.
+  once ``fixed``; every other cell is expected to pass, but a cell of a runtime declared with
+  ``--expect-fail`` (a runtime known to fail, such as the pre-fix profile), which is expected
+  to fail, whatever the check.
+
+The unexpected cells are listed one line per (scenario, runtime, verdict), with the seeds each
+covers.
 
 A verdict is ``pass`` or ``fail:<signature>`` (the corpus's failure signature: the root-cause
 check and a short key), or ``error: ...`` when the harness itself raised; an error is never
@@ -47,6 +52,9 @@ from simharness.trace import DIGEST_SCHEME, other_scheme
 from simharness.wording import plural
 
 PASS = "pass"
+#: the expected verdict of a cell whose runtime is declared to fail (``--expect-fail``): any
+#: failure of a check is as expected, a pass or a harness error is not
+ANY_FAILURE = "fail:*"
 #: Most seeds one sweep runs: a range beyond this is a typo, not a sweep (its list alone would
 #: fill the memory).
 MAX_SEEDS = 100_000
@@ -79,6 +87,8 @@ class CellResult:
 
     @property
     def unexpected(self) -> bool:
+        if self.expected == ANY_FAILURE:
+            return not self.verdict.startswith("fail:")
         return self.verdict != self.expected
 
     def key(self) -> tuple[str, str, int]:
@@ -234,8 +244,11 @@ def _baseline_cells(data: Any, baseline: str) -> list[dict[str, Any]]:
 class Expectations:
     """Sets a cell's expected verdict (see the module docstring): called once per cell."""
 
-    def __init__(self, baseline: str | None, strict: bool = False) -> None:
+    def __init__(self, baseline: str | None, strict: bool = False,
+                 expect_fail: frozenset[str] = frozenset()) -> None:
         self.baseline = baseline
+        #: runtimes declared to fail (``--expect-fail``): every cell of theirs is expected to
+        self.expect_fail = expect_fail
         self.recorded: dict[tuple[str, str, int], dict[str, Any]] = {}
         #: whether the baseline's digests can be compared with this run's (same scheme)
         self.digests_comparable = True
@@ -278,6 +291,9 @@ class Expectations:
                                        and before["trace_digest"] != cell.trace_digest)
                 return
             cell.why_expected = "default (not in the baseline)"
+        if cell.runtime in self.expect_fail:
+            cell.expected, cell.why_expected = ANY_FAILURE, "--expect-fail"
+            return
         if cell.path not in self.corpus:
             # `plan` loaded every scenario: a corpus block here is a valid one
             block = loader.read_yaml(Path(cell.path)).get("corpus")
@@ -292,10 +308,12 @@ class Expectations:
 
 def run_sweep(cells: list[Cell], workers: int = 1, scheduler: str | None = None,
               baseline: str | None = None, strict: bool = False,
-              progress: Callable[[CellResult], None] | None = None) -> SweepResult:
+              progress: Callable[[CellResult], None] | None = None,
+              expect_fail: frozenset[str] = frozenset()) -> SweepResult:
     from simharness.pool import Pool
 
-    expect = Expectations(baseline, strict)  # a bad baseline is refused before any work
+    # a bad baseline is refused before any work
+    expect = Expectations(baseline, strict, expect_fail)
     t0 = time.perf_counter()
     results: list[CellResult] = []
     used = workers
@@ -331,12 +349,17 @@ def render(result: SweepResult, out: Any) -> None:
                  body, align=["left", "left", "right", "right", "right", "right", "left", "left"])
     bad = result.unexpected
     if bad:
-        print(f"\nunexpected ({len(bad)}):", file=out)
-        for c in bad[:50]:
-            print(f"  {c.scenario} {c.runtime} seed {c.seed}: {c.verdict}, expected {c.expected} "
-                  f"[{c.why_expected}]", file=out)
-        if len(bad) > 50:
-            print(f"  ... and {len(bad) - 50} more (--json lists every run)", file=out)
+        # one line per (scenario, runtime, verdict, expectation), with the seeds it covers
+        groups: dict[tuple[str, str, str, str, str], list[int]] = {}
+        for c in bad:
+            groups.setdefault((c.scenario, c.runtime, c.verdict, c.expected, c.why_expected),
+                              []).append(c.seed)
+        print(f"\nunexpected ({len(bad)}, {plural(len(groups), 'distinct')}):", file=out)
+        for (scenario, runtime, verdict, expected, why), seeds in list(groups.items())[:50]:
+            print(f"  {scenario} {runtime} {seed_text(seeds)}: {verdict}, expected {expected} "
+                  f"[{why}]", file=out)
+        if len(groups) > 50:
+            print(f"  ... and {len(groups) - 50} more (--json lists every run)", file=out)
     changed = sum(1 for c in result.cells if c.digest_changed)
     if changed:
         print(f"\n{plural(changed, 'run')} {'has' if changed == 1 else 'have'} a trace digest other "
@@ -347,3 +370,16 @@ def render(result: SweepResult, out: Any) -> None:
     print(file=out)
     line(out, f"{verdict}: {plural(len(result.cells), 'run')}, {len(bad)} unexpected, "
               f"{result.wall_s:.1f} s on {plural(result.workers, 'worker')}", "bad" if bad else "good")
+
+
+def seed_text(seeds: list[int]) -> str:
+    """``seed 3``, ``seeds 0-9``, ``seeds 0-4, 7, 9-12``: seeds as ranges."""
+    ordered = sorted(set(seeds))
+    spans: list[tuple[int, int]] = []
+    for n in ordered:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], n)
+        else:
+            spans.append((n, n))
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    return f"seed {text}" if len(ordered) == 1 else f"seeds {text}"

@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "its verdict there")
     p.add_argument("--strict", action="store_true",
                    help="with --baseline, a run whose trace digest changed is unexpected too")
+    p.add_argument("--expect-fail", dest="expect_fail", action="append", default=[], metavar="NAME",
+                   help="a runtime known to fail (repeatable): its runs are expected to fail "
+                        "some check, and one that passes is unexpected")
     p.add_argument("--json", action="store_true",
                    help="print {rows, cells, unexpected, ...} on stdout")
 
@@ -64,7 +67,12 @@ def main(args: argparse.Namespace) -> int:
         if not args.json and (done[0] % 50 == 0 or done[0] == total):
             print(f"sweep: {done[0]}/{total} runs", file=sys.stderr)
 
-    result = run_sweep(cells, args.workers, args.scheduler, args.baseline, args.strict, progress)
+    for name in args.expect_fail:
+        if name not in args.runtimes:
+            raise UsageError(f"--expect-fail {name}: not a --runtime of this sweep "
+                             f"({', '.join(args.runtimes) or 'none given'})")
+    result = run_sweep(cells, args.workers, args.scheduler, args.baseline, args.strict, progress,
+                       frozenset(args.expect_fail))
     if args.json:
         common.print_json(result.to_json())
     else:

@@ -225,3 +225,29 @@ def test_dask_workers_give_the_in_process_result(capsys):
     strip = [{k: v for k, v in c.items() if k != "wall_s"} for c in here["cells"]]
     assert [{k: v for k, v in c.items() if k != "wall_s"} for c in there["cells"]] == strip
     assert here["rows"] == there["rows"]
+
+
+def test_a_runtime_known_to_fail_is_one_line_or_declared(capsys):
+    from simharness.cli import main
+
+    args = ["sweep", str(SCENARIOS / "bagel_cfg.yaml"), "--runtime", "mstar-rust-prefix",
+            "--runtime", "mstar-python", "--seeds", "0..5"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    # one line for the six seeds that fail the same way, not six
+    assert "unexpected (6, 1 distinct):" in out
+    assert "bagel_cfg mstar-rust-prefix seeds 0-5: fail:loop_exit:peer, expected pass" in out
+    assert main([*args, "--expect-fail", "mstar-rust-prefix"]) == 0
+    assert "PASS: 12 runs, 0 unexpected" in capsys.readouterr().out
+    # declared to fail, it must: the reference passing is unexpected
+    assert main([*args, "--expect-fail", "mstar-python"]) == 1
+    assert "mstar-python seeds 0-5: pass, expected fail:* [--expect-fail]" in capsys.readouterr().out
+    assert main([*args, "--expect-fail", "mstar-rust"]) == 2
+    assert "--expect-fail mstar-rust: not a --runtime of this sweep" in capsys.readouterr().err
+
+
+def test_seed_text():
+    from simharness.sweep import seed_text
+
+    assert seed_text([3]) == "seed 3"
+    assert seed_text([4, 0, 1, 2, 3, 7, 9, 10]) == "seeds 0-4, 7, 9-10"
