@@ -45,6 +45,9 @@ class Violation:
     #: kind of rank: ``remove_request:tp-follower``); "" where it cannot. A signature names it
     #: after the kind, so that two mechanisms never share one known case
     mechanism: str = field(default="", kw_only=True)
+    #: one short line for a long message (a hang: which node, where, what it waits for, since
+    #: when); reports show it first and fold the message under it. "" where the message is short
+    headline: str = field(default="", kw_only=True)
     #: when it happened, in the run's time (simulated seconds), for a report's timeline; None
     #: where the check cannot say (the report then places it by its request)
     t: float | None = field(default=None, kw_only=True)
@@ -53,6 +56,8 @@ class Violation:
         out: dict[str, Any] = {"check": self.check, "kind": self.kind}
         if self.mechanism:
             out["mechanism"] = self.mechanism
+        if self.headline:
+            out["headline"] = self.headline
         for key in ("walk", "node", "rank", "request"):
             value = getattr(self, key)
             if value is not None:

@@ -106,6 +106,16 @@ class LivenessCheck(Check):
             if pending:
                 sentences.append(f"Worker graphs not done: {pending}")
             msg = ". ".join(sentences)
+            headline = ""
+            if first:
+                where = f"{first['node']}@{first['rank']}"
+                gate = str(first.get("gate", "")).split(" (")[0].replace(" it waits ", " waits ")
+                what = (f"{gate} (its engine gate)" if gate else
+                        f"waits for {and_join(first['missing'])}" if first.get("missing") else
+                        "is ready but was never run")
+                others = f" (and {plural(len(chain) - 1, 'other node')})" if len(chain) > 1 else ""
+                headline = (f"hung in walk {s.walk} (pass {s.pass_no}) at t={s.t:.3f} s: "
+                            f"{where} {what}{others}")
             head = "timeout" if s.reason == "timeout" else "hang"
             wait = wait_kind(chain, ctx.scenario.walk_facts[s.walk]) if chain else ""
             out.append(Violation(
@@ -115,7 +125,7 @@ class LivenessCheck(Check):
                          "missing": first.get("missing", []), "held": first.get("held", []),
                          "gate": first.get("gate", ""), "chain": chain,
                          "pending": [{"wg": wg, "ranks": list(r)} for wg, r in s.pending]},
-                kind=f"{head}-{wait}" if wait else head, t=s.t,
+                kind=f"{head}-{wait}" if wait else head, t=s.t, headline=headline,
             ))
         return out
 

@@ -37,8 +37,9 @@ class LoopExitCheck(Check):
     priority = 10
     kinds = ("peer", "sibling", "self", "local")
     #: a loop-back past the loop's end makes the extra forwards, the state left at teardown,
-    #: the counts an expectation misses and the extra worker-graph reports
-    explains = ("forwards", "drain", "expect", "worker_graphs")
+    #: the counts an expectation misses, the extra worker-graph reports, and where a node reads
+    #: its loop counter, the hang
+    explains = ("forwards", "drain", "expect", "worker_graphs", "liveness")
 
     def __init__(self, setup: RunSetup) -> None:
         super().__init__(setup)

@@ -113,6 +113,12 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
                     cells.append(cell(f"{'-' if got is None else got:>{nw}}{'*' if bad else ''}",
                                       "bad" if bad else None))
                 body.append(cells)
+            ends = report.result.outcomes
+            if any(ends.get(rid, "completed") != "completed" for rid in rids):
+                # a request that did not complete has passes missing from its column: say so
+                body.append(["request ended", *[cell(ends.get(rid, "-") if ends.get(rid) != "completed"
+                                                     else "ok", None if ends.get(rid) == "completed"
+                                                     else "bad") for rid in rids]])
             render_table(out, ["forwards per request", *rids], body)
         else:
             body = []
@@ -144,8 +150,13 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
         n = len(groups) + len(symptom_groups)
         w(f"\nviolations ({len(report.violations)}, {n} distinct):\n")
 
+        # a long explanation (a hang's) is shown by its headline; --json and --report keep it
+        headlines = {fold_key(v): v.headline for v in report.violations if v.headline}
+
         def show(found: list[Group], indent: int) -> None:
-            for (check, v_walk, v_node, v_rank, text), rids in found:
+            for key, rids in found:
+                check, v_walk, v_node, v_rank, text = key
+                text = headlines.get(key, text)
                 where = " ".join(x for x in (
                     v_walk or "",
                     f"{v_node}@{v_rank}" if v_node is not None and v_rank is not None
@@ -166,6 +177,8 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
             show(symptom_groups[:max(0, MAX_VIOLATIONS - len(groups))], 4)
         if n > MAX_VIOLATIONS:
             w(f"  ... and {n - MAX_VIOLATIONS} more (--json lists them all)\n")
+        if headlines:
+            w("  (each hang's whole explanation: --json, or the --report page)\n")
         by_check = Counter(v.check for v in report.violations)
         w("\n")
         line(out, f"FAIL: {plural(len(report.violations), 'violation')} ("

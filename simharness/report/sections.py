@@ -138,8 +138,17 @@ class Forwards:
                 cells.append(f"<td{attr}>{'-' if n is None else n}</td>")
             body.append(f'<tr><td class="l">{escape(k[0])}</td><td class="l">{escape(k[1])}</td>'
                         f"<td>{k[2]}</td>{''.join(cells)}</tr>")
+        ends = report.result.outcomes
+        if any(ends.get(rid, "completed") != "completed" for rid in rids):
+            # a request that did not complete has passes missing from its column: mark it
+            marks = "".join(
+                "<td>ok</td>" if ends.get(rid) == "completed" else
+                f'<td class="missing" title="passes after this point never ran">'
+                f'{escape(ends.get(rid, "-"))}</td>' for rid in rids)
+            body.append(f'<tr><td class="l" colspan="3"><b>request ended</b></td>{marks}</tr>')
         return ('<p class="caption">Red: more forwards than the graph implies (extra passes); '
-                'yellow: fewer (missing passes).</p><div style="overflow-x:auto">'
+                'yellow: fewer (missing passes), and a request that hung or timed out (its passes '
+                'after that never ran).</p><div style="overflow-x:auto">'
                 f'<table><tr><th class="l">walk</th><th class="l">node</th><th>rank</th>{head}</tr>'
                 + "".join(body) + "</table></div>")
 
@@ -187,6 +196,8 @@ class Violations:
             if t is not None and (key not in first_time or t < first_time[key]):
                 first_time[key] = t
 
+        headlines = {fold_key(v): v.headline for v in report.violations if v.headline}
+
         def cards(found: list[Any]) -> None:
             for (check, walk, node, rank, text), rids in group_violations(found):
                 who = _rids_text(rids)
@@ -197,8 +208,11 @@ class Violations:
                 track = f"rank {rank} › violations" if rank is not None else "run › violations"
                 when = (f" · first at t={t:.3f} s (trace: {track}, ts {t * 1e6:.0f} µs)"
                         if t is not None else "")
+                head = headlines.get((check, walk, node, rank, text))
+                body = (f'{escape(head)}<details><summary>the whole explanation</summary>'
+                        f'{escape(text)}</details>' if head else escape(text))
                 parts.append(f'<div class="violation"><b>{escape(check)}</b> {escape(who)} {escape(where)}'
-                             f'<span class="caption">{escape(when)}</span><br>{escape(text)}</div>')
+                             f'<span class="caption">{escape(when)}</span><br>{body}</div>')
 
         cards(causes)
         if effects:
