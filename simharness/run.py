@@ -63,7 +63,7 @@ class RunReport:
         forwards check's log; from the events for a run cut short)."""
         log = self.result.forward_log
         if log is not None:
-            return {key: len(counters) for key, counters in log.counters().items()}
+            return {key: len(counters) for key, counters in dict(log.counters()).items()}
         out: dict[tuple[str, str, int, str], int] = {}
         for e in self.result.events:
             if type(e) is ev.Forward:

@@ -51,8 +51,13 @@ def _time_label(story: Story) -> str:
 def _colours(rids: list[str]) -> dict[str, Any]:
     from matplotlib import colormaps
 
-    cmap = colormaps["tab20" if len(rids) > 10 else "tab10"]
-    return {rid: cmap(i % cmap.N) for i, rid in enumerate(rids)}
+    # the reds are kept for what went wrong (extra passes, hangs): no request is drawn in one
+    if len(rids) > 9:
+        cmap, skip = colormaps["tab20"], {6, 7}
+    else:
+        cmap, skip = colormaps["tab10"], {3}
+    palette = [cmap(i) for i in range(cmap.N) if i not in skip]
+    return {rid: palette[i % len(palette)] for i, rid in enumerate(rids)}
 
 
 def lanes(story: Story) -> list[tuple[int, str]]:
@@ -85,15 +90,16 @@ def timeline(story: Story) -> str:
         for s, d, y in extra_pts:
             ax.broken_barh([(s, max(d, 1e-6))], (y - 0.45, 0.9), facecolors="none",
                            edgecolors=RED, linewidth=1.6)
+        # every extra pass gets its own mark, on its own row
         ax.scatter([s + d / 2 for s, d, _ in extra_pts], [y - 0.55 for _, _, y in extra_pts],
-                   marker="v", s=46, color=RED, zorder=5, label="extra pass (beyond what the graph implies)")
-        s, d, y = extra_pts[0]
-        k, n = next(story.pass_of[i] for i, _f in story.forwards if i in story.extra)
-        ax.annotate(f"forward {k} of {n}", xy=(s + d / 2, y - 0.55), xytext=(0, 14),
-                    textcoords="offset points", color=RED, fontsize=8, ha="center")
+                   marker="v", s=46, color=RED, zorder=5,
+                   label=f"extra pass, beyond what the graph implies ({len(extra_pts)})")
+    from matplotlib.lines import Line2D
+
+    hangs = []
     for st in story.stalls:
         ax.axvline(st.t, color=RED, linestyle="--", linewidth=1.4)
-        ax.text(st.t, -0.95, f" hang {st.rid} ({st.reason})", color=RED, fontsize=8, va="top")
+        hangs.append(st)
     ax.set_yticks(range(len(rows)), [f"{node} @ rank {r}" for r, node in rows])
     ax.set_ylim(len(rows) - 0.4, -1.0)
     ax.set_xlabel(_time_label(story))
@@ -104,6 +110,12 @@ def timeline(story: Story) -> str:
     handles = [Patch(color=colour[r], label=r) for r in rids[:20]]
     if extra_pts:
         handles.append(ax.get_legend_handles_labels()[0][-1])
+    # a hang is named in the legend, not written on the plot, where labels would collide
+    for st in hangs[:8]:
+        handles.append(Line2D([], [], color=RED, linestyle="--",
+                              label=f"{st.rid} hung at t={st.t:.3f} s ({st.reason})"))
+    if len(hangs) > 8:
+        handles.append(Line2D([], [], color=RED, linestyle="--", label=f"... {len(hangs) - 8} more hangs"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     return _svg(fig, "timeline")
 
@@ -190,11 +202,15 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[str, str]:
     if dropped:
         ax.scatter(*zip(*dropped, strict=True), marker="X", s=50, color="black", zorder=6,
                    label="input dropped")
+    from matplotlib.lines import Line2D
+
+    hang_handles = []
     for st in story.stalls:
         if st.rid == rid:
+            # named in the legend: a label at the plot's edge would run into the legend
             ax.axvline(st.t, color=RED, linestyle="--")
-            ax.text(st.t, -0.6, f" hang ({st.reason})", color=RED, fontsize=8)
-    from matplotlib.lines import Line2D
+            hang_handles.append(Line2D([], [], color=RED, linestyle="--",
+                                       label=f"{rid} hung at t={st.t:.3f} s ({st.reason})"))
 
     handles: list[Any] = [Line2D([], [], color="#444444", label="message (arrow: sender → receiver)"),
                Line2D([], [], color=RED, lw=1.8, label="loop-back sent after the loop's end")]
@@ -207,6 +223,7 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[str, str]:
     if any(i in story.extra for i, f in story.forwards if f.rid == rid):
         handles.append(Patch(color=RED, label="a forward beyond what the graph implies"))
     handles += [h for h in ax.get_legend_handles_labels()[0] if h not in handles]
+    handles += hang_handles
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     ax.set_yticks(story.ranks, [f"rank {r}" for r in story.ranks])
     ax.set_ylim(max(story.ranks, default=0) + 0.7, -0.8)
@@ -220,39 +237,59 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[str, str]:
 
 
 def wait_for_graph(story: Story) -> str | None:
-    """The first hang's wait-for graph: each blocked node points at who it waits for."""
+    """The first hang's wait-for graph: each blocked node points at who it waits for, each edge
+    naming every input it waits for from there; node names in boxes that fit them, colours in a
+    legend."""
     if not story.stalls:
         return None
     import networkx as nx
+    from matplotlib.patches import Patch
 
     st = story.stalls[0]
     facts = story.report.scenario.walk_facts.get(st.walk)
     g = nx.DiGraph()
     blocked_at = {b.node: f"{b.node}@{b.rank}" for b in st.blocked}
+    names: dict[tuple[str, str], list[str]] = defaultdict(list)
     for b in st.blocked:
         me = f"{b.node}@{b.rank}"
         g.add_node(me, kind="gated" if b.gate else "blocked")
+        waits: list[tuple[str, str]] = []
         if b.gate:
-            for name in b.gate_waits or ("?",):
-                g.add_edge(me, "conductor (walk start)", label=name)
+            waits += [("conductor (walk start)", name) for name in (b.gate_waits or ("?",))]
         for name in b.missing:
             prods = facts.producers(name, b.node) if facts else []
-            for p in prods or ["nobody"]:
-                g.add_edge(me, blocked_at.get(p, p), label=name)
-    fig = _figure(8, 5)
+            waits += [(blocked_at.get(p, p), name) for p in prods or ["nobody"]]
+        for other, name in waits:
+            g.add_edge(me, other)
+            if name not in names[(me, other)]:
+                names[(me, other)].append(name)  # one edge, every input it stands for
+    fig = _figure(9, 5.5)
     ax = fig.add_subplot()
     ax.set_axis_off()
     if g.number_of_nodes() == 0:
         ax.text(0.5, 0.5, "no node holds or waits for anything", ha="center")
         return _svg(fig, "wait_for_graph")
     pos = nx.circular_layout(sorted(g.nodes)) if g.number_of_nodes() > 2 else nx.spring_layout(g, seed=0)
-    colours = [RED if g.nodes[n].get("kind") == "gated" else
-               ("#fdae6b" if g.nodes[n].get("kind") == "blocked" else "#c6dbef") for n in g.nodes]
-    nx.draw_networkx(g, pos, ax=ax, node_color=colours, node_size=1800, font_size=8,
-                     arrowsize=16, edge_color="#555555")
-    nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels=nx.get_edge_attributes(g, "label"),
-                                 font_size=7)
-    ax.set_title(f"wait-for graph: {st.rid} in {st.walk} (pass {st.pass_no}) at t={st.t:.3f} s")
+    fills = {"gated": "#fdd0a2", "blocked": "#fee391"}
+    other = "#deebf7"
+    nx.draw_networkx_edges(g, pos, ax=ax, node_size=3200, arrowsize=16, edge_color="#555555",
+                           connectionstyle="arc3,rad=0.08")
+    for n in g.nodes:
+        x, y = pos[n]
+        ax.text(x, y, n, ha="center", va="center", fontsize=8, zorder=3,
+                bbox={"boxstyle": "round,pad=0.4", "fc": fills.get(g.nodes[n].get("kind"), other),
+                      "ec": "#777777"})
+    nx.draw_networkx_edge_labels(g, pos, ax=ax, label_pos=0.35, font_size=7,
+                                 edge_labels={e: ", ".join(v) for e, v in names.items()},
+                                 bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                                       "alpha": 0.85})
+    ax.margins(0.18)
+    ax.legend(handles=[Patch(fc=fills["gated"], ec="#777777", label="held by its engine gate"),
+                       Patch(fc=fills["blocked"], ec="#777777", label="waits for an input"),
+                       Patch(fc=other, ec="#777777", label="what it waits for (not blocked)")],
+              loc="lower left", fontsize=8, frameon=False)
+    ax.set_title(f"wait-for graph: {st.rid} in {st.walk} (pass {st.pass_no}) at t={st.t:.3f} s; "
+                 f"an arrow points at whom a node waits for, labelled with the inputs")
     return _svg(fig, "wait_for_graph")
 
 
