@@ -39,6 +39,12 @@ def test_dask_workers_give_the_in_process_result():
     here = run_campaign(CampaignConfig(**cfg))
     there = run_campaign(CampaignConfig(**cfg, workers=2))
     assert _fingerprint(there) == _fingerprint(here)
+    # a differential campaign too: its chunks carry the second runtime to the workers
+    diff = dict(cfg, against="mstar-python")
+    here = run_campaign(CampaignConfig(**diff))
+    there = run_campaign(CampaignConfig(**diff, workers=2))
+    assert _fingerprint(there) == _fingerprint(here) and here.findings
+    assert all(s.startswith("diff:") for s in here.findings)
 
 
 CFG = dict(runtime="mstar-rust-prefix", seed=5, examples=40, chunk_size=10, shrink=False)

@@ -261,7 +261,13 @@ class Stack:
         return sum(self.scenario.payload_bytes(e.name) for e in edges if getattr(e, "tensor_info", None))
 
     def take_sends(self, endpoint: int) -> list[Send]:
-        return self._outbox.pop(endpoint, [])
+        """What `endpoint` sent since it was last asked, ordered by destination (each
+        destination's own in the order sent: FIFO per link holds). mstar sends to several
+        workers by iterating sets of worker ids (a TP leader's followers, worker.py:497-512; a
+        replicated fan-out's workers, distributed/base.py), whose order is Python's string hash
+        order and changes with PYTHONHASHSEED; in this order the run, its jitter draws
+        included, is the same in every process."""
+        return sorted(self._outbox.pop(endpoint, []), key=lambda s: s.dst)
 
     def deliver(self, message: StackMessage) -> None:
         """A message arrived for an mstar entity: into its communicator's inbox, unpickled."""
