@@ -58,10 +58,22 @@ class Verdict:
     why: str = ""
     #: the beyond-promise faults, by kind
     fault_kinds: list[str] = field(default_factory=list)
+    #: a differential finding's verdict (the runtimes part; nothing "fails")
+    differential: bool = False
 
     def text(self) -> str:
         """One line: what the verdict means."""
         at = "" if self.stack_seed is None else f" (seed {self.stack_seed})"
+        if self.differential:
+            head = {
+                "real": f"real mstar behaviour{at}",
+                "runtime-specific": f"specific to the runtime under test: the other runtime "
+                                    f"agrees with the real stack{at}",
+                "model-only": f"MODEL-ONLY: our model parts from the real stack here{at}; a bug "
+                              f"of simharness's model, not of mstar",
+                "unverified": f"unverified: {self.why}",
+            }[self.mstar]
+            return f"{head}; {self._faults_text()}"
         head = {
             "real": f"real mstar behaviour: mstar-ai's own stack fails the same way{at}",
             "runtime-specific": f"specific to the runtime under test: the real stack and our model "
@@ -70,17 +82,20 @@ class Verdict:
                           f"not of mstar",
             "unverified": f"unverified: {self.why}",
         }[self.mstar]
-        tail = {
+        return f"{head}; {self._faults_text()}"
+
+    def _faults_text(self) -> str:
+        return {
             "none": "no fault injected",
             "transport": "under delays mstar's transport can make",
             "beyond": (f"under {', '.join(self.fault_kinds)}, beyond what mstar promises to "
                        f"survive: not a bug of mstar by itself"),
         }[self.faults]
-        return f"{head}; {tail}"
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mstar": self.mstar, "faults": self.faults,
-                               "stack": self.stack if self.stack is not None else "pass"}
+        out: dict[str, Any] = {"mstar": self.mstar, "faults": self.faults}
+        if not self.differential:  # a differential finding compares arms: nothing passes
+            out["stack"] = self.stack if self.stack is not None else "pass"
         if self.stack_seed is not None:
             out["stack_seed"] = self.stack_seed
         out["text"] = self.text()
@@ -181,7 +196,8 @@ def _differential(scenario: Scenario, runtime: str, against: str, faults: str,
 
     if STACK in (runtime, against):
         # the stack is one arm: the other is our model, and where they part the model is wrong
-        return Verdict("model-only", faults, None, scenario.seed, fault_kinds=kinds)
+        return Verdict("model-only", faults, None, scenario.seed, fault_kinds=kinds,
+                       differential=True)
     if STACK not in registry.runnable():
         return Verdict("unverified", faults, None, None,
                        "mstar-ai's stack is not installed here (pip install 'simharness[mstar]')",
@@ -196,7 +212,7 @@ def _differential(scenario: Scenario, runtime: str, against: str, faults: str,
             parts.append(arm)
     if parts == [runtime] or parts == [against]:
         mine = "model-only" if parts == [MODEL] else "runtime-specific"
-        return Verdict(mine, faults, None, scenario.seed, fault_kinds=kinds)
+        return Verdict(mine, faults, None, scenario.seed, fault_kinds=kinds, differential=True)
     return Verdict("unverified", faults, None, None,
                    "both arms part from the real stack" if parts else
                    "neither arm parts from the real stack", kinds)
