@@ -2,7 +2,7 @@
 
 A failure found under one runtime says nothing yet about mstar itself. `verdict` runs the case
 under the real mstar stack (``--runtime mstar``: mstar-ai's own Conductor, Workers and
-scheduler) and under the other model profiles, and says:
+scheduler) and under the other model profiles (recorded with it: which of them fail, and how), and says:
 
 * ``real``: the real stack fails the same way (the same check; at the case's seed, or, for a
   case whose schedule draws random delays, at the first of `OTHER_SEEDS` that shows it, since
@@ -60,6 +60,8 @@ class Verdict:
     fault_kinds: list[str] = field(default_factory=list)
     #: a differential finding's verdict (the runtimes part; nothing "fails")
     differential: bool = False
+    #: the other model profiles on the case: name -> signature, or "pass"
+    profiles: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
         """One line: what the verdict means."""
@@ -98,6 +100,8 @@ class Verdict:
             out["stack"] = self.stack if self.stack is not None else "pass"
         if self.stack_seed is not None:
             out["stack_seed"] = self.stack_seed
+        if self.profiles:
+            out["profiles"] = dict(self.profiles)
         out["text"] = self.text()
         return out
 
@@ -126,6 +130,27 @@ def verdict(scenario: Scenario, runtime: str, signature: str, against: str | Non
     if against is not None:
         return _differential(scenario, runtime, against, faults, kinds)
     check = signature.partition(":")[0]
+    found = _verdict(scenario, runtime, signature, check, faults, kinds, until)
+    found.profiles = _profiles(scenario, runtime)
+    return found
+
+
+def _profiles(scenario: Scenario, runtime: str) -> dict[str, str]:
+    """How each model profile other than `runtime` fares on the case, at its seed."""
+    from simharness.explore.execute import signature_of
+    from simharness.run import simulate
+    from simharness.runtime.registry import PROFILES
+
+    out = {}
+    for name in PROFILES:
+        if name != runtime:
+            _, violations = simulate(scenario, name, keep_trace=False, digest=False)
+            out[name] = signature_of(violations) or "pass"
+    return out
+
+
+def _verdict(scenario: Scenario, runtime: str, signature: str, check: str, faults: str,
+             kinds: list[str], until: float | None) -> Verdict:
     from simharness.differential import blind_checks
 
     if check in blind_checks(STACK):

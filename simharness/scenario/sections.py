@@ -399,10 +399,18 @@ def _verdict(raw: Any) -> dict[str, Any] | None:
     mapping of plain values, or absent."""
     if raw is None:
         return None
-    m = f.mapping(raw, "corpus.verdict", ("mstar", "faults", "stack", "stack_seed", "text"),
+    m = f.mapping(raw, "corpus.verdict", ("mstar", "faults", "stack", "stack_seed", "profiles", "text"),
                   required=("mstar", "faults"))
-    return {k: (v if isinstance(v, int) and not isinstance(v, bool)
-                else f.string(v, f.join("corpus.verdict", k))) for k, v in m.items()}
+    out: dict[str, Any] = {}
+    for k, v in m.items():
+        if k == "profiles":
+            p = f.mapping(v, "corpus.verdict.profiles", list(v) if isinstance(v, dict) else ())
+            out[k] = {name: f.string(sig, f.join("corpus.verdict.profiles", name))
+                      for name, sig in p.items()}
+        else:
+            out[k] = (v if isinstance(v, int) and not isinstance(v, bool)
+                      else f.string(v, f.join("corpus.verdict", k)))
+    return out
 
 
 def _hint_of(value: Any, choices: tuple[str, ...]) -> str:

@@ -141,7 +141,7 @@ def test_confirm_agrees_on_the_stray_pass(capsys, no_orphans, tmp_path):
                "--time-scale", str(FAST), "--set", TWO_REQUESTS, "--json", "--report", str(tmp_path)])
     doc = json.loads(capsys.readouterr().out)
     html = (tmp_path / "report.html").read_text()
-    assert "<th>sim</th><th>real</th>" in html and html.count('<img id="timeline"') == 2
+    assert "<th>sim</th><th>real</th>" in html and html.count('<figure id="timeline"') == 2
     assert json.loads((tmp_path / "confirm.json").read_text()) == doc
     assert set(doc) == {"sim", "real", "agree", "differences"}
     assert doc["agree"] is True and rc == 0, doc["differences"]
