@@ -107,7 +107,7 @@ def timeline(story: Story) -> str:
     ax.grid(axis="x", alpha=0.3)
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=colour[r], label=r) for r in rids[:20]]
+    handles: list[Any] = [Patch(color=colour[r], label=r) for r in rids[:20]]
     if extra_pts:
         handles.append(ax.get_legend_handles_labels()[0][-1])
     # a hang is named in the legend, not written on the plot, where labels would collide
