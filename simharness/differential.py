@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from simharness import events as ev
-from simharness.report.summary import collect_forwards
+from simharness.checks.forward_log import collect_forwards
 from simharness.scenario.model import RuntimeChoice, Scenario
 
 #: the kinds of difference, most telling first (a signature names the first one present)
@@ -103,16 +103,19 @@ def outcome(arm: Arm, blind: frozenset[str] = frozenset()) -> tuple[Any, ...]:
             tuple(sorted(Counter(v.check for v in seen).items())))
 
 
-def blind_checks(*runtimes: str) -> frozenset[str]:
-    """The checks any of `runtimes` cannot show (its runtime class's ``blind_checks``)."""
+def declared(runtime: str, attr: str, default: Any = None) -> Any:
+    """What a shipped runtime's class declares for a comparison (``model_policy``,
+    ``unaligned_features``, ``blind_checks``, ``beyond_model``), `default` where it declares
+    nothing or is no shipped runtime (a model, a plugin)."""
     from simharness.runtime import registry
 
-    out: set[str] = set()
-    for name in runtimes:
-        path = registry.BUILTIN.get(name)
-        if path is not None:
-            out.update(getattr(registry.load_path(path), "blind_checks", ()))
-    return frozenset(out)
+    path = registry.BUILTIN.get(runtime)
+    return default if path is None else getattr(registry.load_path(path), attr, default)
+
+
+def blind_checks(*runtimes: str) -> frozenset[str]:
+    """The checks any of `runtimes` cannot show (its runtime class's ``blind_checks``)."""
+    return frozenset(c for name in runtimes for c in declared(name, "blind_checks", ()))
 
 
 def divergences(a: Arm, b: Arm) -> list[Divergence]:
@@ -174,12 +177,7 @@ def _outcome(o: tuple[Any, ...]) -> str:
 
 def model_policy(runtime: str) -> Any:
     """The loop policy a model arm takes when compared with `runtime` (None: its own)."""
-    from simharness.runtime import registry
-
-    path = registry.BUILTIN.get(runtime)
-    if path is None:
-        return None
-    return getattr(registry.load_path(path), "model_policy", None)
+    return declared(runtime, "model_policy")
 
 
 def takes_policy(runtime: str) -> bool:
@@ -206,13 +204,9 @@ def left_out(runtime: str, other: str) -> tuple[str, ...]:
     """Generated features a differential campaign of `runtime` against `other` leaves out: those
     either runtime class names ``unaligned_features`` (what its runs cannot line up with a
     model's), in `strategies.FEATURES` order."""
-    from simharness.runtime import registry
-
     out: list[str] = []
     for name in (runtime, other):
-        path = registry.BUILTIN.get(name)
-        cls = None if path is None else registry.load_path(path)
-        out += [f for f in getattr(cls, "unaligned_features", ()) if f not in out]
+        out += [f for f in declared(name, "unaligned_features", ()) if f not in out]
     return tuple(out)
 
 
@@ -228,12 +222,9 @@ def arms_text(runtime: str, other: str) -> str:
 def incomparable(arm: Arm, scenario: Scenario) -> list[str]:
     """The mechanisms an arm shows that a model has no part for (labels, from the runtime
     class's ``beyond_model``; empty for a runtime without one, as every model)."""
-    from simharness.runtime import registry
-
-    path = registry.BUILTIN.get(arm.runtime)
-    beyond = None if path is None else getattr(registry.load_path(path), "beyond_model", None)
+    beyond = declared(arm.runtime, "beyond_model")
     return [] if beyond is None else list(beyond(arm.events, scenario))
 
 
 __all__ = ["CHECK", "KINDS", "Arm", "blind_checks", "Divergence", "aligned", "arms_text", "completions",
-           "divergences", "incomparable", "left_out", "model_policy", "outcome", "signature"]
+           "declared", "divergences", "incomparable", "left_out", "model_policy", "outcome", "signature"]

@@ -258,27 +258,23 @@ def pytest_assertrepr_compare(config: pytest.Config, op: str, left: Any, right: 
     """A failed comparison of a run's violations (the ``violations`` of a `simharness_run`
     summary) shows them as the console does, causes first, one short line per distinct
     violation (what differs between requests folded), not a truncated list of dicts."""
-    import re
     import textwrap
+    from types import SimpleNamespace
+
+    from simharness.report.console import group_violations, where_text
 
     for side in (left, right):
         if _is_violations(side) and op == "==" and side:
-            folded: dict[tuple[str, str, str], list[str]] = {}
-            for v in side:
-                text = v["message"]
-                rid = v.get("request")
-                if rid:
-                    text = re.sub(rf"\b{re.escape(rid)}\b", "the request", text)
-                node = v.get("node") or ""
-                where = f"{node}@{v['rank']}" if node and v.get("rank") is not None else node
-                rids = folded.setdefault((v["check"], where, text), [])
-                if rid and rid not in rids:
-                    rids.append(rid)
+            found = [SimpleNamespace(check=v["check"], message=v["message"], walk=None,
+                                     node=v.get("node"), rank=v.get("rank"), request=v.get("request"))
+                     for v in side]
+            groups = group_violations(found)
             lines = [f"the run has {len(side)} violation{'s' if len(side) != 1 else ''} "
-                     f"({len(folded)} distinct):"]
-            for (check, where, text), rids in folded.items():
+                     f"({len(groups)} distinct):"]
+            for (check, walk, node, rank, text), rids in groups:
+                rids = list(dict.fromkeys(r for r in rids if r))
                 who = ",".join(rids[:3]) + (f" +{len(rids) - 3}" if len(rids) > 3 else "")
-                head = " ".join(x for x in (check, who, where) if x)
+                head = " ".join(x for x in (check, who, where_text(walk, node, rank)) if x)
                 lines.append(textwrap.shorten(f"  {head}: {text}", 110, placeholder=" ..."))
             return lines
     return None

@@ -17,7 +17,6 @@ from typing import Any
 
 import msgspec
 
-from simharness import events as ev
 from simharness import interrupts
 from simharness.checks import (
     BUILTIN_CHECKS,
@@ -29,6 +28,7 @@ from simharness.checks import (
     finish_checks,
 )
 from simharness.checks.determinism import DeterminismCheck
+from simharness.checks.forward_log import counters_of
 from simharness.drive.result import RunResult
 from simharness.drive.runaway import RunawayGuard
 from simharness.engine.simulation import Simulation
@@ -61,15 +61,8 @@ class RunReport:
     def forwards(self) -> dict[tuple[str, str, int, str], int]:
         """How many times each node ran: (walk, node, rank, request) -> forwards (from the
         forwards check's log; from the events for a run cut short)."""
-        log = self.result.forward_log
-        if log is not None:
-            return {key: len(counters) for key, counters in dict(log.counters()).items()}
-        out: dict[tuple[str, str, int, str], int] = {}
-        for e in self.result.events:
-            if type(e) is ev.Forward:
-                key = (e.walk, e.node, e.rank, e.rid)
-                out[key] = out.get(key, 0) + 1
-        return out
+        counters = counters_of(self.result.forward_log, self.result.events)
+        return {key: len(c) for key, c in counters.items()}
 
 
 def with_seed(scenario: Scenario, seed: int | None) -> Scenario:

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from simharness.checks.base import UNRANKED, Check, RunContext, RunSetup, Violation, symptoms
+from simharness.checks.base import (
+    UNRANKED,
+    Check,
+    RunContext,
+    RunSetup,
+    Violation,
+    causes_and_symptoms,
+    symptoms,
+)
 from simharness.checks.determinism import DeterminismCheck
 from simharness.checks.drain import DrainCheck
 from simharness.checks.expect import ExpectCheck
@@ -49,4 +57,5 @@ def finish_checks(checks: list[Check], ctx: RunContext) -> list[Violation]:
 
 
 __all__ = ["BUILTIN_CHECKS", "CHECK_NAMES", "KNOWN_CHECKS", "UNRANKED", "Check", "RunContext",
-           "RunSetup", "Violation", "build_checks", "finish_checks", "symptoms"]
+           "RunSetup", "Violation", "build_checks", "causes_and_symptoms", "finish_checks",
+           "symptoms"]

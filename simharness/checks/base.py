@@ -255,3 +255,11 @@ def symptoms(violations: Sequence[Violation], classes: Iterable[type[Check]] = (
                 break
         out.append(found)
     return out
+
+
+def causes_and_symptoms(violations: Sequence[Violation]) -> tuple[list[Violation], list[Violation]]:
+    """The violations nothing explains (causes, and what stands alone), then those another
+    explains (`symptoms`), each in the order given."""
+    links = symptoms(violations)
+    return ([v for v, c in zip(violations, links, strict=True) if c is None],
+            [v for v, c in zip(violations, links, strict=True) if c is not None])

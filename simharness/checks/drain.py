@@ -40,12 +40,6 @@ class DrainCheck(Check):
         self.dropped: list[ev.Dropped] = []
         self.final: ev.RunEnded | None = None
 
-    def follower_ranks(self) -> frozenset[int]:
-        """The ranks that follow in some TP instance of the layout (mstar decides it per worker:
-        such a rank ignores every conductor REMOVE)."""
-        return frozenset(r for wg in self.setup.layout.worker_graphs for inst in wg.instances
-                         if len(inst) > 1 for r in inst[1:])
-
     def on_Removed(self, e: ev.Removed) -> None:
         if e.held or e.leftovers:
             self.removed.append(e)
@@ -80,7 +74,7 @@ class DrainCheck(Check):
                          "leftovers": list(e.leftovers)},
                 kind="held-at-teardown", t=e.t,
             ))
-        followers = self.follower_ranks()
+        followers = self.setup.layout.tp_followers
 
         def role(rank: int) -> str:
             return ":tp-follower" if rank in followers else ""

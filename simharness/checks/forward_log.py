@@ -6,7 +6,8 @@ and the run summary and console show it, kept trace or not.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from simharness import events as ev
@@ -83,3 +84,20 @@ class ForwardLog:
         for rid in self.rids():
             for (walk, node, rank), runs in self.of(rid).items():
                 yield (walk, node, rank, rid), [c for _, c in runs]
+
+
+def collect_forwards(events: Iterable[Any]) -> dict[Key, list[int | None]]:
+    """Loop counters per (walk, node, rank, request), from a run's events."""
+    out: dict[Key, list[int | None]] = defaultdict(list)
+    for e in events:
+        if type(e) is ev.Forward:
+            out[(e.walk, e.node, e.rank, e.rid)].append(e.counter)
+    return out
+
+
+def counters_of(log: ForwardLog | None, events: Iterable[Any]) -> dict[Key, list[int | None]]:
+    """Loop counters per (walk, node, rank, request) of a run: from the forwards check's log
+    (every judged run, on either driver, has one), else from the events (a run cut short)."""
+    if log is not None:
+        return dict(log.counters())
+    return collect_forwards(events)

@@ -77,11 +77,9 @@ def main(args: argparse.Namespace) -> int:
     )
     from simharness.explore.report import CaseWriter, Progress, campaign_summary, known_cases, print_summary
 
-    corpus = _check(args)
-    if args.corpus is None:  # said once every argument is accepted
-        from simharness.explore.corpus import locate
-
-        print(locate().describe(), file=sys.stderr)
+    corpus, found = _check(args)
+    if found:  # where the corpus was found, said once every argument is accepted
+        print(found, file=sys.stderr)
     existed = corpus.is_dir()
     known = known_cases(corpus, args.runtime, args.against)
     cfg = CampaignConfig(args.runtime, seed=args.seed, examples=args.examples,
@@ -137,8 +135,9 @@ def main(args: argparse.Namespace) -> int:
     return common.EXIT_FAIL if failing else common.EXIT_PASS
 
 
-def _check(args: argparse.Namespace) -> Path:
-    """Refuse bad arguments before any work; the corpus folder."""
+def _check(args: argparse.Namespace) -> tuple[Path, str]:
+    """Refuse bad arguments before any work; the corpus folder, and where it was found when no
+    ``--corpus`` named it (a line to print; "" when one did)."""
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples must be >= 1, got {args.examples}")
     if args.time is not None and not (math.isfinite(args.time) and args.time > 0):
@@ -152,9 +151,10 @@ def _check(args: argparse.Namespace) -> Path:
     if args.corpus is None:
         from simharness.explore.corpus import locate
 
-        corpus = locate().path
+        where = locate()
+        corpus, found = where.path, where.describe()
     else:
-        corpus = Path(args.corpus)
+        corpus, found = Path(args.corpus), ""
     if corpus.exists() and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: exists and is not a directory (the corpus is a "
                          f"folder of case files)")
@@ -166,7 +166,7 @@ def _check(args: argparse.Namespace) -> Path:
         if args.against == args.runtime:
             raise UsageError(f"--against {args.against}: the same runtime as --runtime; a "
                              f"differential campaign compares two")
-    return corpus
+    return corpus, found
 
 
 def page(summary: dict[str, Any], console: str) -> str:

@@ -208,8 +208,7 @@ def run_differential(sc: Scenario, runtime: str, against: str) -> DifferentialRu
 
 def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: str, *,
                seed: int, example: int, nodes: int, ranks: int, note: str = "",
-               against: str | None = None, with_verdict: bool = True,
-               judged: dict[str, Any] | None = None) -> Path:
+               against: str | None = None, judged: dict[str, Any] | None = None) -> Path:
     """Write a shrunk failure as a corpus case (status ``open``); return its path. `against`:
     the second runtime of a differential failure. The case carries its verdict
     (`simharness.explore.verdict`: the real stack and the other profiles run it): `judged`, or
@@ -230,12 +229,11 @@ def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: st
         meta.update(against=against, against_trace_digest=diff.digests[1])
     meta.update({"status": "open", "seed": seed, "example": example,
                  "nodes": nodes, "ranks": ranks, "trace_digest": digest})
-    if judged is None and with_verdict:
+    if judged is None:
         from simharness.explore.verdict import verdict
 
         judged = verdict(sc, runtime, sig, against).to_json()
-    if judged is not None:
-        meta["verdict"] = judged
+    meta["verdict"] = judged
     if note:
         meta["note"] = note
     if got != sig:
@@ -318,7 +316,7 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
         message = "passes, as a fixed case must" if ok else f"fails again ({got}): a regression"
     if ok and recorded and recorded != digest:
         if update:
-            message += "; trace digest updated" + _record_digest(p, sc, digest)
+            message += "; trace digest updated" + _record(p, sc, "trace_digest", digest)
         elif ":" not in recorded:  # not a digest of any scheme: a typo, not an old record
             ok = False
             message += (f"; corpus.trace_digest {recorded[:40]!r} is not a trace digest (expected "
@@ -334,30 +332,31 @@ def replay(path: str | Path, update: bool = False, keep_trace: bool = False,
                         f"{digest[:19]}...): the simulator changed since it was recorded "
                         f"(simharness replay --update records the new trace)")
     elif ok and update and not recorded:
-        message += "; trace digest recorded" + _record_digest(p, sc, digest)
+        message += "; trace digest recorded" + _record(p, sc, "trace_digest", digest)
     if ok and other_digest is not None and other_digest[0] != other_digest[1]:
         if update:
             message += ("; the second arm's trace digest updated"
-                        + _record_digest(p, sc, other_digest[1], "against_trace_digest"))
+                        + _record(p, sc, "against_trace_digest", other_digest[1]))
         else:
             ok = False
             message += (f"; but {against}'s trace differs from the recorded one: the simulator "
                         f"changed since it was recorded (simharness replay --update records it)")
     if renamed:
         if update:
-            message += "; signature renamed" + _record_digest(p, sc, renamed, "signature")
+            message += "; signature renamed" + _record(p, sc, "signature", renamed)
         else:
             message += ": simharness replay --update records the new name"
     judged = None
     if judge and status == "open":
-        from simharness.explore.verdict import verdict
+        from simharness.explore.verdict import stack_runs_here, verdict
 
-        judged = verdict(sc, runtime, renamed or expected, against).to_json()
-        if judged["mstar"] == "unverified" and meta.verdict and "not installed" in judged["text"]:
+        if meta.verdict and not stack_runs_here():
             # no stack here to judge with: the verdict recorded where there was one stands
             judged = dict(meta.verdict)
-        elif update and ok and judged != meta.verdict:
-            message += "; verdict recorded" + _record_verdict(p, sc, judged)
+        else:
+            judged = verdict(sc, runtime, renamed or expected, against).to_json()
+            if update and ok and judged != meta.verdict:
+                message += "; verdict recorded" + _record(p, sc, "verdict", judged)
     return Replay(p, runtime, status, expected, got, recorded, digest, ok, message, run, against,
                   judged)
 
@@ -371,73 +370,51 @@ def renames(recorded: str, got: str | None) -> bool:
 
 #: the corpus block: its first line, then its lines (indented, or blank) as group 1
 _CORPUS_BLOCK = re.compile(r"^corpus:[ \t]*\n((?:(?:[ \t]+.*)?\n)*)", re.MULTILINE)
-def _digest_line(key: str) -> re.Pattern[str]:
-    """The block's `key` line (a trace digest), its value as group 2."""
-    return re.compile(rf"^(  {key}: *)(\S*)[ \t]*$", re.MULTILINE)
+def _entry(key: str) -> re.Pattern[str]:
+    """The block's `key` entry: its line and the lines indented under it (a mapping's)."""
+    return re.compile(rf"^  {re.escape(key)}:.*\n(?:    .*\n)*", re.MULTILINE)
 
 
-def _record_digest(path: Path, sc: Scenario, digest: str, key: str = "trace_digest") -> str:
-    """`_write_digest`; a file that cannot be written is one line naming it."""
+def _entry_lines(key: str, value: Any) -> str:
+    """`key: value` as lines of the ``corpus:`` block (a mapping as YAML, indented under it)."""
+    if isinstance(value, dict):
+        dumped = yaml.safe_dump({key: value}, sort_keys=False, width=96)
+        return "".join(f"  {line}\n" for line in dumped.splitlines())
+    return f"  {key}: {value}\n"
+
+
+def _record(path: Path, sc: Scenario, key: str, value: Any) -> str:
+    """`_write_entry`; a file that cannot be written is one line naming it."""
     try:
-        return _write_digest(path, sc, digest, key)
+        return _write_entry(path, sc, key, value)
     except OSError as exc:
         raise UsageError(f"{path}: cannot record the new {key.replace('_', ' ')}: "
                          f"{exc.strerror or exc}") from None
 
 
-#: the block's verdict: its line and the lines indented under it
-_VERDICT_LINES = re.compile(r"^  verdict:.*\n(?:    .*\n)*", re.MULTILINE)
-
-
-def _record_verdict(path: Path, sc: Scenario, judged: dict[str, Any]) -> str:
-    """Write `judged` as the case's ``corpus.verdict``, in place of the one there, changing
-    nothing else of the file (as `_write_digest` does)."""
-    lines = yaml.safe_dump({"verdict": judged}, sort_keys=False, width=96)
-    lines = "".join(f"  {line}\n" for line in lines.splitlines())
-    try:
-        text = path.read_text(encoding="utf-8")
-        blocks = list(_CORPUS_BLOCK.finditer(text))
-        if len(blocks) != 1:
-            raw = copy.deepcopy(dict(sc.raw))
-            raw["corpus"]["verdict"] = judged
-            _dump(path, raw)
-            return " (the file was written anew from what was read: comments in it are gone)"
-        body = blocks[0].group(1)
-        if _VERDICT_LINES.search(body):
-            body = _VERDICT_LINES.sub(lambda _m: lines, body, count=1)
-        else:
+def _write_entry(path: Path, sc: Scenario, key: str, value: Any) -> str:
+    """Write `value` as the case's ``corpus.<key>`` (a trace digest, a new signature, the
+    verdict), changing nothing else of the file: its comments, order and layout are what a
+    person may have written. In the file's one ``corpus:`` block, the entry is replaced, or
+    added at the end of the block. A file without one such block (YAML flow style, another
+    indentation) is written anew from what was read, and the returned text (for the replay's
+    message) says so; otherwise it is empty."""
+    text = path.read_text(encoding="utf-8")
+    blocks = list(_CORPUS_BLOCK.finditer(text))
+    body = blocks[0].group(1) if len(blocks) == 1 else ""
+    entry = _entry(key)
+    if len(blocks) == 1 and len(entry.findall(body)) <= 1:
+        lines = _entry_lines(key, value)
+        if entry.search(body):
+            body = entry.sub(lambda _m: lines, body, count=1)
+        else:  # a new last entry of the block; blank lines after the block stay after it
             kept = body.rstrip("\n")
             body = f"{kept}\n{lines}{body[len(kept) + 1:]}" if kept else lines
         start, end = blocks[0].span(1)
         write_text(path, text[:start] + body + text[end:])
         return ""
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot record the verdict: {exc.strerror or exc}") from None
-
-
-def _write_digest(path: Path, sc: Scenario, digest: str, key: str = "trace_digest") -> str:
-    """Write `digest` as the case's trace digest, changing nothing else of the file: its
-    comments, order and layout are what a person may have written. In the file's one ``corpus:``
-    block, the value of its ``trace_digest:`` line is replaced, or the line is added at the end
-    of the block. A file without one such block (YAML flow style, another indentation) is
-    written anew from what was read, and the returned text (for the replay's message) says so;
-    otherwise it is empty."""
-    text = path.read_text(encoding="utf-8")
-    blocks = list(_CORPUS_BLOCK.finditer(text))
-    body = blocks[0].group(1) if len(blocks) == 1 else ""
-    line = _digest_line(key)
-    if len(blocks) == 1 and len(line.findall(body)) <= 1:
-        if line.search(body):
-            body = line.sub(lambda m: m.group(1) + digest, body)
-        else:  # a new last line of the block; blank lines after the block stay after it
-            kept = body.rstrip("\n")
-            body = f"{kept}\n  {key}: {digest}{body[len(kept):]}" if kept else \
-                f"  {key}: {digest}\n"
-        start, end = blocks[0].span(1)
-        write_text(path, text[:start] + body + text[end:])
-        return ""
     raw = copy.deepcopy(dict(sc.raw))  # the file as read: the scenario keeps its own
-    raw["corpus"][key] = digest
+    raw["corpus"][key] = value
     _dump(path, raw)
     return " (the file was written anew from what was read: comments in it are gone)"
 

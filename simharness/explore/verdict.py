@@ -43,6 +43,8 @@ MODEL = "mstar-python"
 OTHER_SEEDS = range(40)
 
 VERDICTS = ("real", "runtime-specific", "model-only", "unverified")
+#: why a verdict is unverified where the real stack cannot run
+NOT_INSTALLED = "mstar-ai's stack is not installed here (pip install 'simharness[mstar]')"
 FAULTS = ("none", "transport", "beyond")
 
 
@@ -111,14 +113,16 @@ def faults_class(scenario: Scenario) -> tuple[str, list[str]]:
     beyond = sorted({f.kind for f in scenario.faults if not f.tolerated})
     if beyond:
         return "beyond", beyond
-    if scenario.faults or _random_schedule(scenario):
+    if scenario.faults or scenario.schedule.active:
         return "transport", []
     return "none", []
 
 
-def _random_schedule(scenario: Scenario) -> bool:
-    s = scenario.schedule
-    return bool(s.link_jitter_us or s.service_jitter or s.shuffle_ties)
+def stack_runs_here() -> bool:
+    """Whether the real stack can run in this environment (mstar-ai and its extra installed)."""
+    from simharness.runtime import registry
+
+    return STACK in registry.runnable()
 
 
 def verdict(scenario: Scenario, runtime: str, signature: str, against: str | None = None,
@@ -187,12 +191,11 @@ def _stack(scenario: Scenario, check: str, until: float | None = None
     from simharness.errors import RuntimeRefused
     from simharness.explore.execute import signature_of
     from simharness.run import simulate
-    from simharness.runtime import registry
 
-    if STACK not in registry.runnable():
-        return None, None, "mstar-ai's stack is not installed here (pip install 'simharness[mstar]')"
+    if not stack_runs_here():
+        return None, None, NOT_INSTALLED
     seeds = [scenario.seed]
-    if _random_schedule(scenario):
+    if scenario.schedule.active:
         seeds += [s for s in OTHER_SEEDS if s != scenario.seed]
     first: str | None = None
     for seed in seeds:
@@ -217,16 +220,13 @@ def _differential(scenario: Scenario, runtime: str, against: str, faults: str,
     from simharness import differential
     from simharness.errors import RuntimeRefused
     from simharness.explore.execute import run_arms
-    from simharness.runtime import registry
 
     if STACK in (runtime, against):
         # the stack is one arm: the other is our model, and where they part the model is wrong
         return Verdict("model-only", faults, None, scenario.seed, fault_kinds=kinds,
                        differential=True)
-    if STACK not in registry.runnable():
-        return Verdict("unverified", faults, None, None,
-                       "mstar-ai's stack is not installed here (pip install 'simharness[mstar]')",
-                       kinds)
+    if not stack_runs_here():
+        return Verdict("unverified", faults, None, None, NOT_INSTALLED, kinds)
     parts: list[str] = []
     for arm in (runtime, against):
         try:
@@ -243,4 +243,5 @@ def _differential(scenario: Scenario, runtime: str, against: str, faults: str,
                    "neither arm parts from the real stack", kinds)
 
 
-__all__ = ["FAULTS", "OTHER_SEEDS", "VERDICTS", "Verdict", "faults_class", "verdict"]
+__all__ = ["FAULTS", "NOT_INSTALLED", "OTHER_SEEDS", "VERDICTS", "Verdict", "faults_class",
+           "stack_runs_here", "verdict"]

@@ -113,6 +113,14 @@ class Layout(Struct, frozen=True, dict=True):
         return any(len(inst) > 1 for wg in self.worker_graphs for inst in wg.instances)
 
     @cached_property
+    def tp_followers(self) -> frozenset[int]:
+        """The ranks that follow (are not rank 0) in some lockstep instance of the layout.
+        mstar decides it per worker, not per request (``is_tp_follower``, worker.py:294): such
+        a rank ignores every conductor REMOVE and waits for a leader's copy."""
+        return frozenset(r for wg in self.worker_graphs for inst in wg.instances
+                         if len(inst) > 1 for r in inst[1:])
+
+    @cached_property
     def num_ranks(self) -> int:
         return self.scenario.placement.num_ranks
 

@@ -37,6 +37,14 @@ def group_violations(violations: list) -> list[Group]:
     return list(groups.items())
 
 
+def where_text(walk: str | None, node: str | None, rank: int | None) -> str:
+    """Where a violation is, as the console and the page say it: ``walk node@rank``,
+    ``walk rank N`` or ``walk node``."""
+    at = (f"{node}@{rank}" if node is not None and rank is not None
+          else (f"rank {rank}" if rank is not None else (node or "")))
+    return " ".join(x for x in (walk or "", at) if x)
+
+
 def fold_key(v: Any) -> tuple[str, str | None, str | None, int | None, str]:
     """What `group_violations` folds a violation by: where it is and what it says, the request
     id in its message made "the request"."""
@@ -140,11 +148,9 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
       f"{rc['failed']} failed · {ran}\n")
 
     if report.violations:
-        from simharness.checks import symptoms
+        from simharness.checks import causes_and_symptoms, symptoms
 
-        links = symptoms(report.violations)
-        causes = [v for v, c in zip(report.violations, links, strict=True) if c is None]
-        effects = [v for v, c in zip(report.violations, links, strict=True) if c is not None]
+        causes, effects = causes_and_symptoms(report.violations)
         groups = group_violations(causes)
         symptom_groups = group_violations(effects)
         n = len(groups) + len(symptom_groups)
@@ -157,11 +163,7 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
             for key, rids in found:
                 check, v_walk, v_node, v_rank, text = key
                 text = headlines.get(key, text)
-                where = " ".join(x for x in (
-                    v_walk or "",
-                    f"{v_node}@{v_rank}" if v_node is not None and v_rank is not None
-                    else (f"rank {v_rank}" if v_rank is not None else (v_node or "")),
-                ) if x)
+                where = where_text(v_walk, v_node, v_rank)
                 who = _rids_text(rids)
                 head = f"{' ' * indent}{check:<10} {who + ' ' if who else ''}{where}: "
                 wrapped = textwrap.wrap(text, width=max(40, width - 4 - indent),
@@ -170,8 +172,8 @@ def render(report: RunReport, out: TextIO, command: list[str] | None = None, wid
 
         show(groups[:MAX_VIOLATIONS], 2)
         if symptom_groups:
-            explained = sorted({v.check for v in causes if v.check in
-                                {report.violations[c].check for c in links if c is not None}})
+            explained = sorted({report.violations[i].check for i in symptoms(report.violations)
+                                if i is not None})
             w(f"  symptoms, explained by the {' and '.join(explained)} violation"
               f"{'s' if len(causes) > 1 else ''} above ({len(effects)}):\n")
             show(symptom_groups[:max(0, MAX_VIOLATIONS - len(groups))], 4)

@@ -167,12 +167,12 @@ class Violations:
         return True
 
     def html(self, story: Story) -> str:
-        from simharness.report.console import _rids_text, fold_key, group_violations
+        from simharness.report.console import _rids_text, fold_key, group_violations, where_text
 
         report = story.report
         if not report.violations:
             return '<p class="pass">None: every check holds.</p>'
-        from simharness.checks import symptoms
+        from simharness.checks import causes_and_symptoms
 
         rerun = rerun_line(report, story.command)
         parts = [f"<p>Rerun: <code>{escape(rerun)}</code></p>"]
@@ -185,9 +185,7 @@ class Violations:
                 f'violation an instant on its rank\'s <code>violations</code> track at the time '
                 f'given below. Or query it with Perfetto\'s <code>trace_processor</code>: '
                 f'<code>SELECT ts, name FROM slice WHERE name LIKE \'violation:%\' ORDER BY ts</code>.</p>')
-        links = symptoms(report.violations)
-        causes = [v for v, c in zip(report.violations, links, strict=True) if c is None]
-        effects = [v for v, c in zip(report.violations, links, strict=True) if c is not None]
+        causes, effects = causes_and_symptoms(report.violations)
         # when each card's violations first happened: of the very violations the card folds
         first_time: dict[tuple, float] = {}
         for v in report.violations:
@@ -201,9 +199,7 @@ class Violations:
         def cards(found: list[Any]) -> None:
             for (check, walk, node, rank, text), rids in group_violations(found):
                 who = _rids_text(rids)
-                at = (f"{node}@{rank}" if node is not None and rank is not None
-                      else (f"rank {rank}" if rank is not None else (node or "")))
-                where = " ".join(x for x in (walk or "", at) if x)
+                where = where_text(walk, node, rank)
                 t = first_time.get((check, walk, node, rank, text))
                 track = f"rank {rank} › violations" if rank is not None else "run › violations"
                 when = (f" · first at t={t:.3f} s (trace: {track}, ts {t * 1e6:.0f} µs)"

@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from simharness import events as ev
 from simharness.checks.base import rid_order
+from simharness.checks.forward_log import collect_forwards, counters_of
 from simharness.run import RunReport
 from simharness.scenario.model import Scenario
 
 ForwardKey = tuple[str, str, int, str]  # walk, node, rank, request
 
 
-def collect_forwards(events: Iterable[Any]) -> dict[ForwardKey, list[int | None]]:
-    out: dict[ForwardKey, list[int | None]] = defaultdict(list)
-    for e in events:
-        if type(e) is ev.Forward:
-            out[(e.walk, e.node, e.rank, e.rid)].append(e.counter)
-    return out
-
-
 def forwards_of(report: RunReport) -> dict[ForwardKey, list[int | None]]:
-    """Loop counters per (walk, node, rank, request) of a run: from the forwards check's log
-    (every judged run, on either driver has one), else from the events (a run cut short)."""
-    log = report.result.forward_log
-    if log is not None:
-        return dict(log.counters())
-    return collect_forwards(report.result.events)
+    """Loop counters per (walk, node, rank, request) of a run (`forward_log.counters_of`)."""
+    return counters_of(report.result.forward_log, report.result.events)
 
 
 def forward_counts(report: RunReport) -> Iterator[tuple[ForwardKey, int]]:

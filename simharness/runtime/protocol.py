@@ -64,11 +64,15 @@ class LoopPolicy(Struct, frozen=True):
     It changes nothing on the producer here but wakes it when idle, and a woken rank polls its
     StreamBuffers (so a chunk can go out before the message that would otherwise wake it).
 
-    ``successors``: after a batch of an async node, mstar 0.2.1 speculates the next batch onto
-    the first node of the same worker graph that the batch's outputs make ready
-    (``_try_speculate_next``, worker.py:1726-1900), which then runs right after it, ahead of
-    whatever else is ready. Off (the reference): only an async single-node loop's next
-    iteration is speculated.
+    ``successors``: mstar 0.2.1's speculation step (`worker_parts.Speculation`). After a batch
+    of an async node it speculates the next batch onto the first node of the same worker graph
+    that the batch's outputs make ready (``_try_speculate_next``, worker.py:1726-1900), which
+    then runs right after it, ahead of whatever else is ready; it continues only the requests
+    that fit once that node's backlog is served, and adds others up to the cap; with nothing to
+    speculate it chooses the next batch while the batch runs (the yield-away path); and a
+    speculative batch is an overshoot only for the very loop a stop ended. Off (the
+    reference): only an async single-node loop's next iteration is speculated, and a stop of
+    any loop of the request makes that an overshoot.
     """
 
     batching: str = "minibatch"

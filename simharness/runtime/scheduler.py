@@ -140,7 +140,7 @@ class MicroScheduler:
     def room_for_continuing(self, key: tuple[str, str]) -> int | None:
         """How many of a speculation's own requests fit in a batch of `key` once its backlog is
         served first (mstar ``room_for_continuing``): the cap less the backlog; None uncapped."""
-        cap = None if self._max_batch is None else self._max_batch(key[0], key[1])
+        cap = self._cap_of(key)
         if cap is None:
             return None
         return max(0, cap - len(self.backlog.get(key, ())))
@@ -151,21 +151,13 @@ class MicroScheduler:
         and ``pre_existing_batch_size``): its backlog first, else its ready requests (the gate
         asked), up to the cap less `pre_existing`; the rest of a ready set waits in the backlog."""
         node, walk = key
-        cap = None if self._max_batch is None else self._max_batch(node, walk)
+        cap = self._cap_of(key)
         room = None if cap is None else max(0, cap - pre_existing)
         gate, gated = self._gate, self._gated
         taken: list[str] = []
         waiting = self.backlog.get(key)
         if waiting:
-            runnable = []
-            for rid in waiting:
-                st = runtime.state_of(rid, walk, node)
-                if st is None or rid in blocked:
-                    continue
-                if (gated is None or node in gated) and gate(node, walk, rid, st):
-                    self._held(node, walk, rid, st)
-                    continue
-                runnable.append(rid)
+            runnable = self._runnable(key, waiting, runtime, blocked)
             if runnable:
                 taken = runnable if room is None else runnable[:room]
                 rest = [r for r in waiting if r not in taken]
@@ -187,18 +179,30 @@ class MicroScheduler:
             self.backlog.setdefault(key, []).extend(r for r in rest if r not in self.backlog.get(key, ()))
         return taken
 
+    def _cap_of(self, key: tuple[str, str]) -> int | None:
+        """The most requests a batch of `key` takes (None: no cap; minibatch never caps)."""
+        return None if self._max_batch is None else self._max_batch(key[0], key[1])
+
+    def _runnable(self, key: tuple[str, str], rids: list[str], runtime: RankRuntimeProtocol,
+                  blocked: set[str]) -> list[str]:
+        """The backlogged `rids` of `key` that can run now: still here, not being removed, not
+        held by the gate (whose holds are reported, `held`)."""
+        node, walk = key
+        gate, gated = self._gate, self._gated
+        out = []
+        for rid in rids:
+            st = runtime.state_of(rid, walk, node)
+            if st is None or rid in blocked:
+                continue
+            if (gated is None or node in gated) and gate(node, walk, rid, st):
+                self._held(node, walk, rid, st)
+                continue
+            out.append(rid)
+        return out
+
     def _from_backlog(self, runtime: RankRuntimeProtocol, blocked: set[str]) -> Batch | None:
         for key, rids in list(self.backlog.items()):
-            node, walk = key
-            runnable = []
-            for rid in rids:
-                st = runtime.state_of(rid, walk, node)
-                if st is None or rid in blocked:
-                    continue
-                if (self._gated is None or node in self._gated) and self._gate(node, walk, rid, st):
-                    self._held(node, walk, rid, st)
-                    continue
-                runnable.append(rid)
+            runnable = self._runnable(key, rids, runtime, blocked)
             if not runnable:
                 continue
             waiting = [r for r in rids if r not in runnable]
@@ -221,7 +225,7 @@ class MicroScheduler:
         return Batch(node, walk, rids, self.batch_number, speculative=speculative)
 
     def _cap(self, key: tuple[str, str], rids: list[str]) -> Batch:
-        cap = None if self._max_batch is None else self._max_batch(key[0], key[1])
+        cap = self._cap_of(key)
         if cap is not None and len(rids) > cap:
             rest = rids[cap:]
             rids = rids[:cap]

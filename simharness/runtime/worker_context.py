@@ -30,7 +30,6 @@ class LoopContext(Protocol):
     #: the other parts, for the questions one part asks another
     lockstep: Any
     teardown: Any
-    kv: Any
 
     @property
     def records(self) -> Mapping[str, Any]:
@@ -43,6 +42,10 @@ class LoopContext(Protocol):
 
     def gate(self, node: str, walk: str, rid: str, st: WorkerGraphState) -> str:
         """Why the engine would not run `node` for `rid` now ("" when it would)."""
+        ...
+
+    def schedule(self) -> Any:
+        """The scheduler's next batch of the rank's own ready work (`WorkerLoop.schedule`)."""
         ...
 
     def held(self, node: str, walk: str, rid: str, st: WorkerGraphState) -> None:

@@ -349,7 +349,13 @@ class WorkerLoop:
         batch = lockstep.take() if lockstep.follow else None
         if batch is not None:
             return batch
-        spec = self.speculation
+        return self.schedule()
+
+    def schedule(self) -> Batch | None:
+        """The scheduler's next batch of this rank's own ready work (skipping what a TP follower
+        runs only in its leader's batches, and the (node, walk) a speculation yielded away
+        from); a TP leader tells its followers (SCHEDULE_TP)."""
+        lockstep, spec = self.lockstep, self.speculation
         exclude, spec.exclude = spec.exclude, None
         batch = self.scheduler.next_batch(self.runtime, self.teardown.pending,
                                           skip=lockstep.follower_here if lockstep.has_tp else None,

@@ -109,7 +109,6 @@ class Lockstep:
         self.has_tp = runtime.layout.has_tp
         #: the leader's batches this follower has still to run, in order
         self.follow: deque[ScheduleTp] = deque()
-        self._is_follower: bool | None = None
         #: the TP groups in which this rank leads an instance (mstar's configured ``_tp_rank`` 0)
         self._leads: frozenset[int] | None = None
         self.streak = 0
@@ -132,13 +131,7 @@ class Lockstep:
 
     @property
     def is_follower(self) -> bool:
-        flag = self._is_follower
-        if flag is None:
-            rank = self.rank
-            flag = self._is_follower = self.has_tp and any(
-                len(inst) > 1 and rank in inst[1:]
-                for wg in self.loop.runtime.layout.worker_graphs for inst in wg.instances)
-        return flag
+        return self.rank in self.loop.runtime.layout.tp_followers
 
     def followers(self, rid: str) -> list[int]:
         """Where this rank forwards a REMOVE of `rid`: mstar's ``_remove_request``
@@ -396,19 +389,7 @@ class Speculation:
         """mstar 0.2.1 with nothing to speculate after an async batch: the next batch is chosen
         while it runs, from the queues as they stand before its outputs are postprocessed (the
         "yield away" path of the main loop, worker.py:2852-2885), and runs next."""
-        loop = self.loop
-        lockstep = loop.lockstep
-        exclude, self.exclude = self.exclude, None
-        batch = loop.scheduler.next_batch(loop.runtime, loop.teardown.pending,
-                                          skip=lockstep.follower_here if lockstep.has_tp else None,
-                                          exclude=exclude)
-        if batch is None:
-            return
-        lockstep.streak = 0
-        self.steps = 0
-        if lockstep.has_tp:
-            loop.kv.outbox.extend(lockstep.lead(batch))
-        self.batch = batch
+        self.batch = self.loop.schedule()
 
     def _next_iteration(self, batch: Batch) -> list[str]:
         """The rids of a self-loop batch whose loop goes on to a next iteration."""

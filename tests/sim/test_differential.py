@@ -144,7 +144,7 @@ def test_two_drop_mechanisms_have_two_signatures():
     sc = load_scenario(SCENARIOS / "bagel_cfg_tp2.yaml")
     setup = RunSetup.of(sc)
     check = DrainCheck(setup)
-    follower = sorted(check.follower_ranks())[0]
+    follower = sorted(setup.layout.tp_followers)[0]
     reason = "arrived after the request was removed on this rank; parked in unprocessed messages forever"
     check.on_Dropped(ev.Dropped(0.1, follower, "r0", "remove_request", reason, ()))
     check.on_Dropped(ev.Dropped(0.2, 0, "r1", "stop_loops", reason, ()))

@@ -115,3 +115,17 @@ def test_fuzz_from_a_subfolder_knows_the_projects_cases(tmp_path, capsys, monkey
     assert main(args) == 0
     err = capsys.readouterr().err
     assert f"corpus {os.path.join('..', 'scenarios', 'corpus')}" in err or "found from" in err
+
+
+@stack
+def test_replay_update_rewrites_a_stale_verdict_in_place(tmp_path):
+    """The verdict block is replaced where it stands; every other line of the file (comments,
+    note, layout) is kept."""
+    from simharness.explore.corpus import replay
+
+    src = CORPUS / "mstar-python__drain-dropped.yaml"
+    case = tmp_path / src.name
+    case.write_text(src.read_text().replace("    mstar: real", "    mstar: model-only"))
+    r = replay(case, update=True)
+    assert r.ok and "verdict recorded" in r.message
+    assert case.read_text() == src.read_text()
