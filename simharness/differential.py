@@ -164,7 +164,7 @@ def _completion(c: tuple[Any, ...] | None) -> str:
 
 def _outcome(o: tuple[Any, ...]) -> str:
     status, ends, checks = o
-    odd = [f"{rid} {end}" for rid, end in ends if end != "done"]
+    odd = [f"{rid} {end}" for rid, end in ends if end != "completed"]
     text = status + (f" ({', '.join(odd)})" if odd else "")
     if checks:
         text += " [" + ", ".join(f"{c} x{n}" for c, n in checks) + "]"

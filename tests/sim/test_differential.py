@@ -67,7 +67,11 @@ def test_each_kind_is_named_first_when_it_is_the_only_one():
     class V:
         check = "liveness"
 
-    assert [d.kind for d in divergences(base, arm(base.events, [V()]))] == ["outcome"]
+    hung = Arm("changed", base.events, {**base.outcomes, "r1": "hung"}, [V()])
+    found = divergences(base, hung)
+    assert [d.kind for d in found] == ["outcome"]
+    # the outcome names the requests that did not complete, and only those
+    assert found[0].other == "fail (r1 hung) [liveness x1]" and found[0].first == "pass"
 
 
 def test_a_differential_case_replays_exactly_and_says_when_the_arms_agree(tmp_path):
