@@ -78,12 +78,16 @@ class Verdict:
                 "unverified": f"unverified: {self.why}",
             }[self.mstar]
             return f"{head}; {self._faults_text()}"
+        # the stack passes, or fails only in another way (its own root cause)
+        other = "" if self.stack is None else f"fails otherwise ({self.stack})"
         head = {
             "real": f"real mstar behaviour: mstar-ai's own stack fails the same way{at}",
-            "runtime-specific": f"specific to the runtime under test: the real stack and our model "
-                                f"of it pass{at}",
-            "model-only": f"MODEL-ONLY: the real stack passes{at}; a bug of simharness's model, "
-                          f"not of mstar",
+            "runtime-specific": (f"specific to the runtime under test: the real stack and our "
+                                 f"model of it pass{at}" if not other else
+                                 f"specific to the runtime under test: the real stack {other} and "
+                                 f"our model of it not this way{at}"),
+            "model-only": f"MODEL-ONLY: the real stack {other or 'passes'}{at}; a bug of "
+                          f"simharness's model, not of mstar",
             "unverified": f"unverified: {self.why}",
         }[self.mstar]
         return f"{head}; {self._faults_text()}"

@@ -176,6 +176,23 @@ class FollowerEmits(_WithRank):
     rank_class = _FollowerEmits
 
 
+class _FollowerStreamsOut(RankRuntime):
+    def _route_stream(self, done, req, sig, part, routes):
+        super()._route_stream(done, req, sig, part, routes)
+        if routes.tp != 0:
+            # a follower sends its streamed item to its instance's rank 0 as well
+            leader = routes.src_group[0]
+            done.to_ranks.setdefault(leader, []).append(sig)
+            done.routes.append((sig, self._stream_label[leader]))
+
+
+class FollowerStreamsOut(_WithRank):
+    """A TP follower streams to another rank too (the consumer gets each item twice); keeping
+    its own copy, as mstar's replicated fan-out has it do, is no fault."""
+
+    rank_class = _FollowerStreamsOut
+
+
 class _ForgetsReport(RankRuntime):
     def complete(self, rid, node, walk):
         done = super().complete(rid, node, walk)

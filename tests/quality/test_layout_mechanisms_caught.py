@@ -52,6 +52,24 @@ def test_a_follower_emitting_to_the_client_is_caught_by_tp_agreement():
     assert "only rank 0 emits" in bad[0].message
 
 
+def test_a_follower_streaming_to_another_rank_is_caught_by_tp_agreement():
+    """A follower may keep its own copy of a streamed item (it consumes the stream too); one
+    that sends it to another rank is caught."""
+    from pathlib import Path
+
+    from simharness.scenario import load_scenario
+
+    sc = load_scenario(Path(__file__).parents[1] / "fidelity" / "gaps" / "tp_stream_to_a_follower.yaml")
+    ok = run_scenario(sc, "mstar-python")
+    assert not [v for v in ok.violations if v.check == "tp_agreement"]
+    assert any(w == "stream:1" for e in ok.result.events if type(e).__name__ == "Forward"
+               and e.rank == 1 for _, w in e.routes)  # the follower's own copy, allowed
+    rep = run_scenario(sc, B + "FollowerStreamsOut")
+    bad = [v for v in rep.violations if v.check == "tp_agreement"]
+    assert bad and all(v.rank == 1 for v in bad)
+    assert "st→stream:0" in bad[0].message
+
+
 def test_a_missing_worker_graphs_done_is_caught():
     rep = run_scenario(_load("orpheus_tp2", SMALL), B + "MissingWorkerGraphsDone")
     assert {"worker_graphs", "liveness"} <= checks_failed(rep)

@@ -3,7 +3,6 @@ project a command runs in (`simharness.explore.corpus.locate`)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from simharness.explore.corpus import cases, locate
@@ -59,10 +58,15 @@ def test_each_verdict_on_a_case_that_shows_it():
     assert verdict(drift, "mstar-rust-prefix", "loop_exit:peer").mstar == "runtime-specific"
     real = load_scenario(CORPUS / "mstar-python__liveness-hang-edge.yaml")
     assert verdict(real, "mstar-python", "liveness:hang-edge").mstar == "real"
-    # a runtime that fails where the real stack and our model of it pass, under our model's
-    # name: a bug of ours (here: a check's finding on the pre-fix drift, claimed for the model)
+    # the drift claimed for our model: the model itself passes, so it is not called ours
     v = verdict(drift, "mstar-python", "loop_exit:peer")
-    assert v.mstar == "runtime-specific"  # the model itself passes: not claimed as ours
+    assert v.mstar == "runtime-specific"
+    # our model fails a check the real stack does not (it hangs instead): a bug of ours
+    gap = load_scenario(Path(__file__).resolve().parents[1] / "fidelity" / "gaps" / "open" /
+                        "tp_sp_stream_consumer.yaml")
+    v = verdict(gap, "mstar-python", "streams:passes")
+    assert v.mstar == "model-only" and v.stack and v.stack.startswith("liveness:")
+    assert v.text().startswith(f"MODEL-ONLY: the real stack fails otherwise ({v.stack})")
     sc = load_scenario(Path(__file__).resolve().parents[1] / "fidelity" / "gaps" /
                        "successor_speculation.yaml")
     # the model passes where the stack fails: the stack's failure is real mstar behaviour
@@ -93,11 +97,16 @@ def test_the_corpus_is_the_projects_from_any_folder_in_it(tmp_path, monkeypatch)
     (other / "s.yaml").write_text("")
     got = locate(other / "s.yaml")
     assert got.how == "project" and got.path.resolve() == (other / "scenarios" / "corpus").resolve()
+    # in no project at all: beside the folder itself (no marker anywhere above it here)
+    from simharness.explore import corpus as corpus_module
+
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.chdir(empty)
-    if not any((d / m).exists() for d in empty.parents for m in (".git", "pyproject.toml")):
-        assert locate().how == "here" and "created with the first case" in locate().describe()
+    monkeypatch.setattr(corpus_module, "PROJECT_MARKERS", ("no-such-marker-file",))
+    here = locate()
+    assert here.how == "here" and here.path.resolve() == (empty / "scenarios" / "corpus").resolve()
+    assert "created with the first case" in here.describe()
 
 
 def test_fuzz_from_a_subfolder_knows_the_projects_cases(tmp_path, capsys, monkeypatch):
@@ -112,9 +121,9 @@ def test_fuzz_from_a_subfolder_knows_the_projects_cases(tmp_path, capsys, monkey
     err = capsys.readouterr().err
     assert "none yet for the project" in err and "created the corpus scenarios/corpus" in err
     monkeypatch.chdir(project / "sub")
-    assert main(args) == 0
+    assert main(args) == 0  # every failure known: the project's corpus was found from below
     err = capsys.readouterr().err
-    assert f"corpus {os.path.join('..', 'scenarios', 'corpus')}" in err or "found from" in err
+    assert "found from" in err and str(project / "sub") in err
 
 
 @stack
