@@ -272,6 +272,22 @@ def zmq_rates(table: Table, n: int) -> None:
                   ratio=ratio, median_ratio=median, turn_ratios=turns)
 
 
+def search_figures(table: Table, quick: bool) -> None:
+    from benchmarks.bench_search import TARGET_FINDINGS, TARGET_RATIO, measure
+
+    rows = measure(quick)
+    met = 0
+    for r in rows:
+        ok = r["ratio"] >= TARGET_RATIO
+        met += ok
+        more = ">=" if r["capped"] else ""
+        table.add(f"runs to hit: {r['finding']}",
+                  f"pct {r['pct']:g}, random {more}{r['random']:g} ({more}{r['ratio']:.1f}x)",
+                  f"(within {r['bound_ms']:g} ms)", None, **r)
+    table.add("PCT >= 5x fewer runs than random", f"on {met} of {len(rows)} findings",
+              f">= {TARGET_RATIO:g}x on {TARGET_FINDINGS}", met >= TARGET_FINDINGS, findings_met=met)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes: under a minute")
@@ -281,11 +297,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
     ap.add_argument("--instructions", action="store_true",
                     help="also count instructions per forward and per hop (needs valgrind)")
+    ap.add_argument("--search", action="store_true",
+                    help="only the schedule search figures: runs PCT and random delays each need "
+                         "to first hit four order-dependent findings (median over seeds)")
     args = ap.parse_args(argv)
     quick = args.quick
     repeat = 2 if quick else 3
     table = Table()
     print(f"{'figure':<46} {'value':>32}  {'target':<18} verdict")
+    if args.search:
+        search_figures(table, quick)
+        return _finish(table, args, quick)
     forwards_per_second(table, repeat, 32 if quick else 128, 50_000 if quick else 100_000)
     startup(table, 3 if quick else 5)
     memory_and_growth(table, quick, args.plot or None)
@@ -294,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     zmq_rates(table, 20_000 if quick else 50_000)
     if args.instructions:
         instruction_counts(table)
+    return _finish(table, args, quick)
+
+
+def _finish(table: Table, args: argparse.Namespace, quick: bool) -> int:
     missed = [r["figure"] for r in table.rows if r["verdict"] == "MISSED"]
     print(f"\n{len(table.rows)} figures, {len(missed)} missed" + (f": {'; '.join(missed)}" if missed else ""))
     if args.json:

@@ -117,6 +117,7 @@ class RunChecks:
 def simulate(
     scenario: Scenario, runtime_name: str | None = None, *, keep_trace: bool = True,
     observers: Iterable[Any] = (), digest: bool = True, checks: Sequence[type[Check]] = BUILTIN_CHECKS,
+    control: Any = None,
 ) -> tuple[RunResult, list[Violation]]:
     """Run once with every check of `checks` (the built-in ones by default; a caller may add
     its own `Check` classes) and `observers`, which see the same events but are not judged.
@@ -129,7 +130,7 @@ def simulate(
     layout = Layout.build(scenario)  # one for the run and its checks
     watch = RunChecks(scenario, layout, observers, checks)
     sim = Simulation(scenario, runtime, observers=watch.observers, layout=layout,
-                     keep_trace=keep_trace, guard=watch.guard, digest=digest)
+                     keep_trace=keep_trace, guard=watch.guard, digest=digest, control=control)
     try:
         result = sim.run()
     except interrupts.Interrupted as exc:
@@ -138,6 +139,7 @@ def simulate(
         exc.partial = RunReport(scenario, sim.runtime_name, "sim", sim.so_far(), [], "", 0.0)
         raise
     result.forward_log = watch.forward_log
+    result.control = sim.control
     return result, watch.judge(result.outcomes)
 
 

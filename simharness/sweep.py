@@ -119,7 +119,7 @@ def parse_seeds(text: str) -> list[int]:
 
 def run_cell(cell: Cell) -> CellResult:
     """Run one cell (on whichever worker got it)."""
-    from simharness.explore.execute import signature
+    from simharness.explore.signatures import signature
     from simharness.report.summary import request_counts
     from simharness.run import run_scenario
     from simharness.scenario.loader import load_scenario

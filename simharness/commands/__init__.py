@@ -26,7 +26,8 @@ import importlib
 from typing import Any
 
 #: the shipped commands (their module names here), in the order of ``simharness --help``
-BUILTIN = ("run", "compare", "confirm", "runtimes", "layout", "fuzz", "import_mstar", "sweep", "replay")
+BUILTIN = ("run", "compare", "confirm", "runtimes", "layout", "fuzz", "explore", "import_mstar", "sweep",
+           "replay")
 #: commands added with `register`: verb -> command
 _added: dict[str, Any] = {}
 

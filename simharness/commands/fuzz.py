@@ -37,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a second runtime as the oracle: every example runs under both, and a "
                         "divergence in forward counts, loop counters, routed edges or outcome is "
                         "a failure (diff:<kind>), whatever the checks say")
+    p.add_argument("--schedule", choices=("pct",),
+                   help="pct: every example that passes also runs under a few PCT schedules of "
+                        "its deliveries (simharness explore); a failing one is kept with its "
+                        "schedule, shrunk")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--time", type=float, metavar="S",
                         help="budget in seconds for the whole campaign, shrinking included "
@@ -86,7 +90,8 @@ def main(args: argparse.Namespace) -> int:
                          time_s=args.time if args.examples is None else None,
                          workers=args.workers, scheduler=args.scheduler,
                          chunk_size=args.chunk_size, tolerated_only=args.tolerated_only,
-                         shrink=not args.no_shrink, known=frozenset(known), against=args.against)
+                         shrink=not args.no_shrink, known=frozenset(known), against=args.against,
+                         schedule=args.schedule)
     common.check_report_target(args.report)
     keep_hypothesis_files_out_of_cwd()
     from simharness.report.progress import StatusLine
@@ -163,6 +168,9 @@ def _check(args: argparse.Namespace) -> tuple[Path, str]:
     common.check_runtime(args.runtime)
     if args.against is not None:
         common.check_runtime(args.against, flag="--against")
+        if args.schedule is not None:
+            raise UsageError("--schedule with --against: a searched schedule moves one runtime's "
+                             "messages, which the other does not send alike; use one of the two")
         if args.against == args.runtime:
             raise UsageError(f"--against {args.against}: the same runtime as --runtime; a "
                              f"differential campaign compares two")

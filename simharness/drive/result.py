@@ -33,6 +33,8 @@ class RunResult:
     #: every forward per request (`checks.forward_log.ForwardLog`), set by the runner that ran the
     #: checks; what the summary reads, kept or not kept trace alike
     forward_log: Any = None
+    #: the run's delivery control (`engine.deliveries`) where a schedule decided deliveries
+    control: Any = None
 
     @property
     def events(self) -> list[Any]:

@@ -78,6 +78,11 @@ class Clock:
         the caller's ``now + delay``, as `schedule` computes it, so the rounding is the same."""
         heappush(self._queue, (t, NORMAL, next(self._eid), event))
 
+    def at_priority(self, t: float, priority: int, event: Any) -> None:
+        """Queue `event` at time `t` behind every event of a lower `priority` at that time (a
+        moved delivery, `deliveries.LATE`); among equal priorities, in the order queued."""
+        heappush(self._queue, (t, priority, next(self._eid), event))
+
     def after(self, delay: float, event: Any) -> None:
         """Queue `event` to happen `delay` from now, as ``Environment.schedule`` queues it
         (`at` of ``now + delay``; the clock read here saves the caller a call)."""

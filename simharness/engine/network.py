@@ -10,7 +10,9 @@ simulation's clock (`clock.Clock.at`), whose one callback is the receiving endpo
 per endpoint, made once: an arrival allocates nothing but its `Tick`).
 
 With a perturbation plan (`simharness.engine.faults`) a message may get extra latency, arrive
-twice or not at all; it still never overtakes an earlier message of its link.
+twice or not at all; it still never overtakes an earlier message of its link. Under a delivery
+control (`simharness.engine.deliveries`) each message is handed to it at its due time instead
+of being queued, and the control queues or holds it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from simharness.engine.clock import Clock, Tick
 from simharness.runtime.messages import Send
 
 if TYPE_CHECKING:
+    from simharness.engine.deliveries import DeliveryControl
     from simharness.engine.faults import Perturbations
 
 #: Bytes of framing and metadata in every message (request info, edge descriptors).
@@ -44,6 +47,8 @@ class Network:
         self._last_arrival: dict[tuple[int, int], float] = {}
         #: endpoint -> the callbacks of its arrivals, ``(handler,)`` (`connect`)
         self._callbacks: dict[int, tuple[Callable[[Tick], None]]] = {}
+        #: a schedule that decides deliveries (`deliveries.DeliveryControl`), or None
+        self.control: DeliveryControl | None = None
 
     def connect(self, endpoint: int, deliver: Callable[[Tick], None]) -> None:
         """Messages to `endpoint` are handed to ``deliver(tick)`` on arrival (`tick.msg`)."""
@@ -62,7 +67,8 @@ class Network:
         called per message (a message is one link's FIFO slot, then latency)."""
         free_at, bandwidth, latency = self._free_at, self.bandwidth, self.latency
         callbacks, at = self._callbacks, self._at
-        faults = self.faults
+        # perturbed or controlled: the slow path, per message
+        slow = self.faults is not None or self.control is not None
         arrival = 0.0
         for s in sends:
             key = (src if s.src is None else s.src, s.dst)
@@ -72,17 +78,16 @@ class Network:
             end = start + (s.nbytes + CONTROL_BYTES) / bandwidth
             free_at[key] = end
             arrival = end + latency
-            if faults is not None:
-                arrival = self._send_perturbed(key, arrival, callbacks[s.dst], s.msg, now)
+            if slow:
+                arrival = self._send_perturbed(src, key, arrival, callbacks[s.dst], s.msg, now)
                 continue
             at(now + (arrival - now), Tick(callbacks[s.dst], s.msg))
         return arrival
 
-    def _send_perturbed(self, key: tuple[int, int], arrival: float,
+    def _send_perturbed(self, actor: int, key: tuple[int, int], arrival: float,
                         callbacks: tuple[Callable[[Tick], None]], msg: Any, now: float) -> float:
         src, dst = key
-        assert self.faults is not None  # called only with a perturbation plan
-        copies, extra = self.faults.on_send(src, dst, msg)
+        copies, extra = (1, 0.0) if self.faults is None else self.faults.on_send(src, dst, msg)
         arrival += extra
         last = self._last_arrival.get(key, 0.0)
         if arrival < last:
@@ -93,6 +98,10 @@ class Network:
         while now + delay < last:
             delay = math.nextafter(delay, math.inf)
         self._last_arrival[key] = now + delay
+        control = self.control
         for _ in range(copies):
-            self._at(now + delay, Tick(callbacks, msg))
+            if control is not None:  # the schedule queues it, or holds it
+                control.send(actor, key, msg, now + delay, now, callbacks[0])
+            else:
+                self._at(now + delay, Tick(callbacks, msg))
         return arrival

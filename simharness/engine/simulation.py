@@ -31,7 +31,7 @@ Nothing here reads the wall clock; `wall_s` is measured by the caller around `ru
 from __future__ import annotations
 
 import gc
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import partial
 from typing import Any
 
@@ -52,6 +52,7 @@ from simharness.drive.core import (
 from simharness.drive.result import RunResult
 from simharness.drive.worker import rank_main
 from simharness.engine.clock import Clock, Tick
+from simharness.engine.deliveries import DeliveryControl, RecordedControl
 from simharness.engine.faults import Perturbations
 from simharness.engine.network import Network
 from simharness.placement.layout import Layout
@@ -78,6 +79,7 @@ class Simulation:
         keep_trace: bool = True,
         guard: Any = None,
         digest: bool = True,
+        control: Callable[[Clock], DeliveryControl] | None = None,
     ) -> None:
         self.scenario = scenario
         #: an observer with ``trips`` (a count) and ``runaways`` (each with a ``rid``), or None
@@ -93,6 +95,12 @@ class Simulation:
         net = scenario.network
         self.faults = Perturbations.build(scenario, self.streams)
         self.network = Network(self.clock, net.latency_us * 1e-6, net.bandwidth_gbps * 1e9 / 8, self.faults)
+        #: who decides deliveries: a search's control, else the scenario's recorded schedule
+        self.control: DeliveryControl | None = (
+            control(self.clock) if control is not None
+            else RecordedControl(self.clock, scenario.schedule.deliveries) if scenario.schedule.deliveries
+            else None)
+        self.network.control = self.control
         self.fake_nodes = FakeNodes(scenario)
         emit = self.recorder.emit
         tie_break = self.faults.tie_break if self.faults is not None and self.faults.shuffle_ties else None
@@ -129,6 +137,8 @@ class Simulation:
         met: simpy.Event = entry[1]
         if entry[0] == len(instance):
             del self._collectives[key]
+            if self.control is not None:
+                self.control.joined(instance)
             met.succeed()
         return met
 
@@ -248,6 +258,12 @@ class Simulation:
                 horizon = -INF
                 continue
             t = clock.next_time()
+            control = self.control
+            if control is not None and (t is None or t > horizon_of(conductor, t)) and control.release_one():
+                # At rest, or about to give up on a request, with messages held: the schedule
+                # lets one go (a delay is never a hang; `deliveries`).
+                horizon = -INF
+                continue
             if t is None:
                 # Nothing left to happen: whatever has not ended never will.
                 unfinished = conductor.unfinished()
@@ -279,6 +295,12 @@ class Simulation:
     def _crash(self, worker: SimWorker, at: float) -> Generator[simpy.Event, Any, None]:
         yield self.env.timeout(at)
         worker.stopped = True
+
+
+def horizon_of(conductor: Any, t: float) -> float:
+    """The next request deadline, or `t` when none falls before it."""
+    deadline = conductor.next_deadline()
+    return t if deadline is None or deadline[0] >= t else deadline[0]
 
 
 class SimWorker:

@@ -46,9 +46,10 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from msgspec import Struct
 
 from simharness import differential, interrupts
-from simharness.explore.execute import REFERENCE, execute, priority_of
+from simharness.explore.execute import REFERENCE, execute
 from simharness.explore.local_constants import without_local_constants
 from simharness.explore.reduce import reduce_scenario
+from simharness.explore.signatures import priority_of
 from simharness.explore.strategies import scenarios
 from simharness.pool import Pool
 
@@ -103,6 +104,8 @@ class ChunkSpec(Struct, frozen=True):
     features: frozenset[str] | None = None
     #: a differential campaign's second runtime, the oracle (None: the checks are)
     against: str | None = None
+    #: ``pct``: each passing example also runs under a few PCT schedules (`execute`)
+    schedule: str | None = None
 
     @property
     def seed(self) -> int:
@@ -176,7 +179,7 @@ def explore_chunk(spec: ChunkSpec, budget_s: float | None = None) -> ChunkResult
         t = time.perf_counter()
         if deadline is not None and t >= deadline:
             raise OutOfTime
-        o = execute(raw, spec.runtime, spec.reference, against=spec.against)
+        o = execute(raw, spec.runtime, spec.reference, against=spec.against, schedule=spec.schedule)
         out.slowest_s = max(out.slowest_s, time.perf_counter() - t)
         i = out.examples
         out.examples += 1
@@ -189,7 +192,7 @@ def explore_chunk(spec: ChunkSpec, budget_s: float | None = None) -> ChunkResult
             f = out.findings.get(o.signature)
             if f is None or (o.nodes, o.ranks) < (f.nodes, f.ranks):
                 out.findings[o.signature] = Finding(o.signature, o.check, spec.index, i,
-                                                    copy.deepcopy(raw), o.nodes, o.ranks, o.messages,
+                                                    copy.deepcopy(o.raw or raw), o.nodes, o.ranks, o.messages,
                                                     1 if f is None else f.count + 1)
             else:
                 f.count += 1
@@ -258,10 +261,10 @@ def shrink(spec: ChunkSpec, finding: Finding, max_calls: int = DEFAULT_SHRINK_CA
             stopped[0] = "calls"
         if not hit and calls[0] <= max_calls:
             # Past the budget everything new counts as passing: the best so far stands.
-            o = execute(raw, spec.runtime, spec.reference, against=spec.against)
+            o = execute(raw, spec.runtime, spec.reference, against=spec.against, schedule=spec.schedule)
             if o.status == "fail" and o.signature == target:
                 failing.add(key)
-                last[:] = [(copy.deepcopy(raw), o.nodes, o.ranks, o.messages)]
+                last[:] = [(copy.deepcopy(o.raw or raw), o.nodes, o.ranks, o.messages)]
                 hit = True
         if hit:
             # One raise site: Hypothesis tells failures apart by where they are raised.
@@ -280,9 +283,9 @@ def shrink(spec: ChunkSpec, finding: Finding, max_calls: int = DEFAULT_SHRINK_CA
     # Hypothesis removes what was drawn last more easily than what was drawn first; delete
     # whole walks, kinds and ranks from the scenario itself too (`reduce_scenario`).
     def still_fails(raw: dict[str, Any]) -> bool:
-        o = execute(raw, spec.runtime, spec.reference, against=spec.against)
+        o = execute(raw, spec.runtime, spec.reference, against=spec.against, schedule=spec.schedule)
         if o.status == "fail" and o.signature == target:
-            last[:] = [(copy.deepcopy(raw), o.nodes, o.ranks, o.messages)]
+            last[:] = [(copy.deepcopy(o.raw or raw), o.nodes, o.ranks, o.messages)]
             return True
         return False
 
@@ -328,10 +331,13 @@ class CampaignConfig:
     known: frozenset[str] = frozenset()
     #: a differential campaign's second runtime (`ChunkSpec.against`)
     against: str | None = None
+    #: ``pct``: PCT schedules for every passing example (`ChunkSpec.schedule`)
+    schedule: str | None = None
 
     def spec(self, index: int, size: int) -> ChunkSpec:
         return ChunkSpec(self.runtime, self.seed, index, size, self.reference, self.tolerated_only,
-                         self.max_ranks, self.max_nodes, self.generated_features(), self.against)
+                         self.max_ranks, self.max_nodes, self.generated_features(), self.against,
+                         self.schedule)
 
     def generated_features(self) -> frozenset[str] | None:
         """The features examples may use: `features`, less what a differential campaign cannot

@@ -50,7 +50,8 @@ from typing import Any
 import yaml
 
 from simharness.errors import ScenarioError, UsageError
-from simharness.explore.execute import execute, signature_of
+from simharness.explore.execute import execute
+from simharness.explore.signatures import signature_of
 from simharness.fileio import write_text
 from simharness.run import RunReport, run_scenario, simulate
 from simharness.scenario.loader import load_scenario, parse_scenario, read_yaml
@@ -208,14 +209,16 @@ def run_differential(sc: Scenario, runtime: str, against: str) -> DifferentialRu
 
 def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: str, *,
                seed: int, example: int, nodes: int, ranks: int, note: str = "",
-               against: str | None = None, judged: dict[str, Any] | None = None) -> Path:
+               against: str | None = None, judged: dict[str, Any] | None = None,
+               name: str | None = None, found_by: str = "fuzz") -> Path:
     """Write a shrunk failure as a corpus case (status ``open``); return its path. `against`:
     the second runtime of a differential failure. The case carries its verdict
     (`simharness.explore.verdict`: the real stack and the other profiles run it): `judged`, or
-    one judged here."""
+    one judged here. `name`: the file's stem (default `case_name`); `found_by`: the verb that found
+    it, for the file's first line."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    name = case_name(runtime, sig, against)
+    name = name or case_name(runtime, sig, against)
     body = {k: v for k, v in copy.deepcopy(raw).items() if k != "corpus"}
     body["name"] = name
     sc = parse_scenario(copy.deepcopy(body), source="<corpus>")
@@ -239,12 +242,12 @@ def write_case(directory: str | Path, raw: dict[str, Any], runtime: str, sig: st
     if got != sig:
         meta["note"] = (note + " " if note else "") + f"(replay gave {got or 'a pass'})"
     path = d / f"{name}.yaml"
-    _dump(path, {"corpus": meta, **body})
+    _dump(path, {"corpus": meta, **body}, found_by)
     return path
 
 
-def _dump(path: Path, data: dict[str, Any]) -> None:
-    head = ("# A minimal failing scenario found by `simharness fuzz`.\n"
+def _dump(path: Path, data: dict[str, Any], found_by: str = "fuzz") -> None:
+    head = (f"# A minimal failing scenario found by `simharness {found_by}`.\n"
             f"# Replay it: simharness replay {path.as_posix()}\n")
     # Atomic: an interrupted campaign leaves whole cases or none, never half a file.
     write_text(path, head + yaml.safe_dump(data, sort_keys=False, width=100))

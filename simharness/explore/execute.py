@@ -17,27 +17,22 @@ counts, loop counters, routed edges or outcome, named ``diff:<first kind>``, wha
 say of either run. An example whose real-stack arm shows a mechanism the model has no part for
 is ``incomparable`` (counted, not compared).
 
-The signature keeps what identifies a bug and drops what shrinking changes: the check that saw the
-root cause (the reporting check of the lowest `Check.priority`: ``loop_exit`` before the
-``forwards`` and ``drain`` symptoms it causes) and the kind of its most telling violation (its
-`Check.kinds` order: where a stray loop-back went; an extra, missing or misnumbered forward; a
-hang, a timeout or a runaway; what was left behind), then, where the check names one, the
-mechanism within that kind (`Violation.mechanism`: ``drain:dropped:remove_request:tp-follower``).
-All come from the checks, which set them on each violation where they make it: no message's
-wording enters a signature.
+The signature names the root cause and its mechanism (`explore.signatures`, which holds
+its rules; `signature` is here too for the callers that import it from here).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from simharness import differential
-from simharness.checks import BUILTIN_CHECKS, KNOWN_CHECKS, UNRANKED, Check, Violation
+from simharness.checks import BUILTIN_CHECKS, KNOWN_CHECKS, Check, Violation
 from simharness.errors import RuntimeRefused, ScenarioError
 from simharness.explore.coverage import CoverageObserver, static_features
+from simharness.explore.signatures import signature
 from simharness.run import simulate
 from simharness.scenario.loader import parse_scenario
 from simharness.scenario.model import Scenario
@@ -55,6 +50,9 @@ class Outcome:
     nodes: int = 0
     ranks: int = 0
     error: str = ""
+    #: the example as it failed where a searched schedule made it fail (``schedule.deliveries``
+    #: added), else None: the example as drawn
+    raw: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -68,9 +66,12 @@ def size_of(scenario: Scenario) -> tuple[int, int]:
 
 
 def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE,
-            checks: Sequence[type[Check]] = BUILTIN_CHECKS, against: str | None = None) -> Outcome:
+            checks: Sequence[type[Check]] = BUILTIN_CHECKS, against: str | None = None,
+            schedule: str | None = None, schedule_runs: int = 3) -> Outcome:
     """Run one generated example under `runtime` with every check of `checks` and classify it;
-    with `against`, under both runtimes, the second as the oracle."""
+    with `against`, under both runtimes, the second as the oracle. With ``schedule="pct"`` an
+    example that passes also runs under `schedule_runs` PCT schedules (seeded by the example
+    itself), and one that fails there is returned with that schedule (`Outcome.raw`)."""
     try:
         scenario = parse_scenario(copy.deepcopy(raw), source="<fuzz>", default_name="fuzz")
     except ScenarioError as err:
@@ -82,16 +83,45 @@ def execute(raw: dict[str, Any], runtime: str, reference: str = REFERENCE,
     result, violations = simulate(scenario, runtime, keep_trace=False, observers=[cov], digest=False,
                                   checks=checks)
     features = static_features(scenario, result.layout) | cov.features
+    raw_failed = None
+    if not violations and schedule == "pct" and not scenario.schedule.deliveries:
+        violations, raw_failed = _searched(raw, scenario, runtime, checks, schedule_runs)
+        features |= {"schedule:pct"}
     if not violations:
         return Outcome("pass", features=features, nodes=nodes, ranks=ranks)
     check, key = signature(violations, checks=(*KNOWN_CHECKS, *checks))
     out = Outcome("fail", check, f"{check}:{key}", [v.message for v in violations[:3]], features,
-                  nodes, ranks)
+                  nodes, ranks, raw=raw_failed)
     untolerated = any(not f.tolerated for f in scenario.faults)
     if untolerated and (runtime == reference
                         or simulate(scenario, reference, keep_trace=False, digest=False, checks=checks)[1]):
         out.status = "fault_induced"
     return out
+
+
+def _searched(raw: dict[str, Any], scenario: Scenario, runtime: str,
+              checks: Sequence[type[Check]], runs: int) -> tuple[list[Violation], dict[str, Any] | None]:
+    """A few PCT schedules of a passing example: the violations of the first that fails, and the
+    example with that schedule (shrunk to the deliveries it needs); ([], None) if none fails."""
+    import hashlib
+    import json
+
+    from simharness.explore import search
+
+    seed = int.from_bytes(hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode())
+                          .digest()[:4], "big")
+    found = search.search(scenario, runtime, "pct", runs + 1, seed=seed, checks=checks,
+                          stop_at_first=True)
+    if not found.found:
+        return [], None
+    sig, first = next(iter(found.found.items()))
+    # a bounded number of replays, not a time: a campaign's result must not depend on the machine
+    moved = search.shrink(scenario, runtime, first.moved, sig, checks=checks, max_calls=60)
+    failed = copy.deepcopy(raw)
+    failed["schedule"] = {"deliveries": search.schedule_entries(moved)}  # the search's, alone
+    _, violations = simulate(search.with_deliveries(search.bare(scenario), moved), runtime,
+                             keep_trace=False, digest=False, checks=checks)
+    return violations, failed
 
 
 def run_arms(scenario: Scenario, runtime: str, against: str,
@@ -127,42 +157,3 @@ def _differential(scenario: Scenario, runtime: str, against: str, checks: Sequen
     return Outcome("fail", differential.CHECK, sig, [d.text((runtime, against)) for d in found[:3]],
                    features, nodes, ranks)
 
-
-def signature(violations: list[Violation], scenario: Scenario | None = None,
-              checks: Iterable[type[Check]] = KNOWN_CHECKS) -> tuple[str, str]:
-    """(check, kind) naming the root cause among a run's violations: the reporting check of the
-    lowest priority, and the first of its kinds (in its `Check.kinds` order) among its
-    violations. `checks`: the classes that may have reported (a check of another name ranks
-    last). The scenario is not needed (each violation carries its kind); callers may pass it.
-    """
-    classes = {c.name: c for c in checks}
-    by_check: dict[str, list[Violation]] = {}
-    for v in violations:
-        by_check.setdefault(v.check, []).append(v)
-    check = min(by_check, key=lambda name: priority_of(name, classes))
-    cls = classes.get(check)
-    order = cls.kinds if cls is not None else ()
-    key = min((v.kind for v in by_check[check]),
-              key=lambda k: order.index(k) if k in order else len(order))
-    # ... then the mechanism within that kind, where the check names one (the least, so that a
-    # run showing two names the same one every time)
-    mechanisms = sorted({v.mechanism for v in by_check[check] if v.kind == key and v.mechanism})
-    return check, f"{key}:{mechanisms[0]}" if mechanisms else key
-
-
-def signature_of(violations: list[Violation]) -> str | None:
-    """``check:key`` of a run's violations (the corpus's failure signature), None for a pass."""
-    if not violations:
-        return None
-    check, key = signature(violations)
-    return f"{check}:{key}"
-
-
-def priority_of(name: str, classes: dict[str, type[Check]] | None = None) -> int:
-    """The priority of the check called `name` among `classes` (name -> class; the known
-    checks by default), `UNRANKED` for one of another name."""
-    cls = (classes if classes is not None else _KNOWN).get(name)
-    return cls.priority if cls is not None else UNRANKED
-
-
-_KNOWN = {c.name: c for c in KNOWN_CHECKS}

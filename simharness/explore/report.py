@@ -219,6 +219,7 @@ def campaign_summary(r: CampaignResult, writer: CaseWriter | None = None,
         "interrupted": bool(interrupted),
         "reproduce": (f"simharness fuzz --runtime {cfg.runtime} "
                       + (f"--against {cfg.against} " if cfg.against else "")
+                      + (f"--schedule {cfg.schedule} " if cfg.schedule else "")
                       + f"--seed {cfg.seed} "
                       f"--examples {r.examples}"
                       + (f" --chunk-size {cfg.chunk_size}" if cfg.chunk_size != DEFAULT_CHUNK else "")

@@ -43,6 +43,9 @@ MODEL = "mstar-python"
 OTHER_SEEDS = range(40)
 
 VERDICTS = ("real", "runtime-specific", "model-only", "unverified")
+#: PCT runs of the real stack's own messages a searched schedule's verdict tries, at most (a count,
+#: not a time: a recorded verdict must come out the same on any machine)
+STACK_SEARCH_RUNS = 30
 #: why a verdict is unverified where the real stack cannot run
 NOT_INSTALLED = "mstar-ai's stack is not installed here (pip install 'simharness[mstar]')"
 FAULTS = ("none", "transport", "beyond")
@@ -64,10 +67,13 @@ class Verdict:
     differential: bool = False
     #: the other model profiles on the case: name -> signature, or "pass"
     profiles: dict[str, str] = field(default_factory=dict)
+    #: a searched schedule's case: the PCT run of the stack's own messages that showed it
+    stack_run: int | None = None
 
     def text(self) -> str:
         """One line: what the verdict means."""
-        at = "" if self.stack_seed is None else f" (seed {self.stack_seed})"
+        at = ("" if self.stack_seed is None else f" (seed {self.stack_seed})") if self.stack_run is None \
+            else f" (PCT run {self.stack_run} of its own messages)"
         if self.differential:
             head = {
                 "real": f"real mstar behaviour{at}",
@@ -106,6 +112,8 @@ class Verdict:
             out["stack"] = self.stack if self.stack is not None else "pass"
         if self.stack_seed is not None:
             out["stack_seed"] = self.stack_seed
+        if self.stack_run is not None:
+            out["stack_run"] = self.stack_run
         if self.profiles:
             out["profiles"] = dict(self.profiles)
         out["text"] = self.text()
@@ -117,7 +125,7 @@ def faults_class(scenario: Scenario) -> tuple[str, list[str]]:
     beyond = sorted({f.kind for f in scenario.faults if not f.tolerated})
     if beyond:
         return "beyond", beyond
-    if scenario.faults or scenario.schedule.active:
+    if scenario.faults or scenario.schedule.active or scenario.schedule.deliveries:
         return "transport", []
     return "none", []
 
@@ -145,7 +153,7 @@ def verdict(scenario: Scenario, runtime: str, signature: str, against: str | Non
 
 def _profiles(scenario: Scenario, runtime: str) -> dict[str, str]:
     """How each model profile other than `runtime` fares on the case, at its seed."""
-    from simharness.explore.execute import signature_of
+    from simharness.explore.signatures import signature_of
     from simharness.run import simulate
     from simharness.runtime.registry import PROFILES
 
@@ -165,14 +173,47 @@ def _verdict(scenario: Scenario, runtime: str, signature: str, check: str, fault
         return Verdict("unverified", faults, None, None,
                        f"the real stack cannot show a {check} failure (its fake engine has no "
                        f"KV-cache readiness)", kinds)
-    stack_sig, seed, why = _stack(scenario, check, until)
+    run = None
+    if scenario.schedule.deliveries and runtime != STACK:
+        # The schedule moves the model's messages; the stack sends its own: search its orders.
+        stack_sig, run, why = _stack_searched(scenario, check, until)
+        seed = None
+    else:
+        stack_sig, seed, why = _stack(scenario, check, until)
     if why:
         return Verdict("unverified", faults, None, None, why, kinds)
     if stack_sig is not None and stack_sig.partition(":")[0] == check:
-        return Verdict("real", faults, stack_sig, seed, fault_kinds=kinds)
+        return Verdict("real", faults, stack_sig, seed, stack_run=run, fault_kinds=kinds)
+    if run is not None or scenario.schedule.deliveries and runtime != STACK:
+        return Verdict("unverified", faults, None, None,
+                       f"the real stack showed no {check} failure in "
+                       f"{STACK_SEARCH_RUNS} PCT runs of its own messages", kinds)
     if _fails(scenario, MODEL, check):
         return Verdict("model-only", faults, stack_sig, seed, fault_kinds=kinds)
     return Verdict("runtime-specific", faults, stack_sig, seed, fault_kinds=kinds)
+
+
+def _stack_searched(scenario: Scenario, check: str, until: float | None
+                    ) -> tuple[str | None, int | None, str]:
+    """(the stack's signature, the PCT run that showed `check`, why it could not run) of a
+    search of the stack's own orders of delivery (`explore.search`)."""
+    from simharness.errors import RuntimeRefused
+    from simharness.explore.search import search
+
+    if not stack_runs_here():
+        return None, None, NOT_INSTALLED
+    try:
+        found = search(scenario, STACK, "pct", STACK_SEARCH_RUNS, seed=0, until=until,
+                       stop_on=lambda sig: sig.partition(":")[0] == check)
+    except RuntimeRefused as exc:
+        return None, None, str(exc)
+    for sig, f in found.found.items():
+        if sig.partition(":")[0] == check:
+            return sig, f.run, ""
+    if found.stopped == "time":
+        return None, None, (f"the real stack showed no {check} failure in {found.runs} PCT runs "
+                            f"of its own messages before the time budget ran out")
+    return None, None, ""
 
 
 def _fails(scenario: Scenario, runtime: str, check: str) -> bool:
@@ -193,7 +234,7 @@ def _stack(scenario: Scenario, check: str, until: float | None = None
     import msgspec
 
     from simharness.errors import RuntimeRefused
-    from simharness.explore.execute import signature_of
+    from simharness.explore.signatures import signature_of
     from simharness.run import simulate
 
     if not stack_runs_here():

@@ -19,6 +19,8 @@ from simharness.report.summary import node_order
 from simharness.wording import plural
 
 RED = "#d62728"
+#: a delivery a searched schedule moved: in no request's colour
+MOVED = "#6a3d9a"
 DPI = 100
 
 
@@ -128,7 +130,11 @@ def message_window(story: Story, rid: str) -> tuple[list[Message], float, float,
     """
     msgs = sorted((m for m in story.messages if m.rid == rid), key=lambda m: m.t_send)
     if not msgs:
-        return [], 0.0, 1.0, 0
+        # no message between ranks: the request's forwards, and what arrived late, set the window
+        times = ([t for _, f in story.forwards if f.rid == rid for t in (f.start, f.t)]
+                 + [t for t, _r, r, *_ in story.parked + story.dropped if r == rid]
+                 + [d.at_s for d in story.report.scenario.schedule.deliveries])
+        return [], min(times, default=0.0), max(times, default=1.0), 0
     keep = 48
     first = next((i for i, m in enumerate(msgs) if m.stray), None)
     if first is not None:
@@ -204,7 +210,22 @@ def message_diagram(story: Story, rid: str | None = None) -> tuple[str, str]:
                    label="input dropped")
     from matplotlib.lines import Line2D
 
+    # deliveries a searched schedule moved (``schedule.deliveries``): where each arrived, late
+    names = {-1: "conductor", -2: "client"}
+    moved = [d for d in story.report.scenario.schedule.deliveries
+             if d.dst >= 0 and t0 - pad <= d.at_s <= t1 + pad]
+    for d in moved:
+        # just above the lane, so that what happened on arrival (a parked input) stays visible;
+        # the label on the side with room
+        ax.scatter([d.at_s], [d.dst - 0.22], marker="D", s=30, color=MOVED, zorder=7)
+        right = d.at_s > t0 + 0.6 * span
+        ax.text(d.at_s + (-1 if right else 1) * span * 0.008, d.dst - 0.22,
+                f"{d.kind} #{d.nth} from {names.get(d.src, f'rank {d.src}')}, held to here",
+                color=MOVED, fontsize=7, va="center", ha="right" if right else "left")
     hang_handles = []
+    if moved:
+        hang_handles.append(Line2D([], [], color=MOVED, marker="D", linestyle="",
+                                   label="a delivery the schedule held (schedule.deliveries)"))
     for st in story.stalls:
         if st.rid == rid:
             # named in the legend: a label at the plot's edge would run into the legend

@@ -172,7 +172,7 @@ def parse_scenario(raw: dict[str, Any], source: str = "<memory>", default_name: 
         fingerprint=fingerprint({**raw, **({} if resolved is None else {"placement": resolved}),
                                  **({} if resolved_graph is None else {"graph": resolved_graph})}),
         raw=raw,
-        schedule=parse_schedule(top.get("schedule", {})),
+        schedule=parse_schedule(top.get("schedule", {}), placement.num_ranks),
         faults=parse_faults(top.get("faults", []), placement.num_ranks),
         notes=tuple(notes),
         walk_facts=facts,

@@ -207,6 +207,25 @@ class KvConfig(Struct, frozen=True):
     bytes_per_token: int = 56 * 1024
 
 
+class MovedDelivery(Struct, frozen=True):
+    """One delivery a searched schedule moved (``schedule.deliveries``, `engine.deliveries`): the
+    `nth` message (from 1, in send order) from endpoint `src` to `dst` (a rank, or -1 for the
+    conductor and -2 for the client), of type `kind`, arrives at `at_s` seconds of simulated time
+    (its nominal arrival if that is later), the `order`-th moved delivery of its run (moved
+    deliveries due at one instant arrive in this order, after everything else of that instant)."""
+
+    src: int
+    dst: int
+    nth: int
+    kind: str
+    at_s: float
+    order: int
+
+    @property
+    def id(self) -> tuple[int, int, int]:
+        return (self.src, self.dst, self.nth)
+
+
 class Schedule(Struct, frozen=True):
     """Schedule perturbations the protocol permits, all drawn from the scenario's seed.
 
@@ -216,11 +235,16 @@ class Schedule(Struct, frozen=True):
     sender-receiver pair holds). ``shuffle_ties``: messages that reach a rank together from
     different senders are handled in a seeded order (each sender's own order kept), and ready
     (node, walk) pairs tied in the round-robin are picked in a seeded order.
+
+    ``deliveries``: the messages a schedule search moved (`MovedDelivery`), replayed exactly;
+    every other message arrives at its nominal time. Within what the transport permits: a moved
+    message still never overtakes an earlier one of its link.
     """
 
     service_jitter: float = 0.0
     link_jitter_us: float = 0.0
     shuffle_ties: bool = False
+    deliveries: tuple[MovedDelivery, ...] = ()
 
     @property
     def active(self) -> bool:

@@ -25,6 +25,7 @@ from simharness.scenario.model import (
     Expect,
     KvConfig,
     Limits,
+    MovedDelivery,
     Network,
     NodeGroup,
     Phase,
@@ -332,8 +333,8 @@ def parse_limits(raw: Any) -> Limits:
                            unit="seconds"))
 
 
-def parse_schedule(raw: Any) -> Schedule:
-    m = f.mapping(raw, "schedule", ("service_jitter", "link_jitter_us", "shuffle_ties"))
+def parse_schedule(raw: Any, num_ranks: int) -> Schedule:
+    m = f.mapping(raw, "schedule", ("service_jitter", "link_jitter_us", "shuffle_ties", "deliveries"))
     jitter = f.number(m.get("service_jitter", f.default(Schedule, "service_jitter")),
                       "schedule.service_jitter", minimum=0, unit="a fraction of the service time")
     if jitter >= 1:
@@ -346,7 +347,53 @@ def parse_schedule(raw: Any) -> Schedule:
                                 unit="microseconds"),
         shuffle_ties=f.boolean(m.get("shuffle_ties", f.default(Schedule, "shuffle_ties")),
                                "schedule.shuffle_ties"),
+        deliveries=_deliveries(m.get("deliveries", []), num_ranks),
     )
+
+
+#: a named endpoint's id in a delivery record (`runtime.messages`)
+_ENDPOINT_IDS = {"conductor": -1, "client": -2}
+DELIVERY_KEYS = ("from", "to", "nth", "message", "at_s", "order")
+
+
+def _deliveries(raw: Any, num_ranks: int) -> tuple[MovedDelivery, ...]:
+    """``schedule.deliveries``: the moved deliveries of a searched schedule, each as its search
+    wrote it."""
+    out = []
+    seen: set[tuple[int, int, int]] = set()
+    for i, item in enumerate(f.sequence(raw, "schedule.deliveries")):
+        path = f.join("schedule.deliveries", i)
+        m = f.mapping(item, path, DELIVERY_KEYS, required=DELIVERY_KEYS)
+        src, dst = (_delivery_endpoint(m[k], f.join(path, k), num_ranks) for k in ("from", "to"))
+        d = MovedDelivery(
+            src=src, dst=dst,
+            nth=f.integer(m["nth"], f.join(path, "nth"), minimum=1, maximum=10**9, unit="messages"),
+            kind=f.string(m["message"], f.join(path, "message")),
+            at_s=f.number(m["at_s"], f.join(path, "at_s"), minimum=0, maximum=f.MAX_SECONDS,
+                          unit="seconds"),
+            order=f.integer(m["order"], f.join(path, "order"), minimum=1, maximum=10**9))
+        if d.id in seen:
+            raise ScenarioError(path, f"the same message (nth {d.nth} from {m['from']} to {m['to']}) "
+                                      f"is listed twice")
+        seen.add(d.id)
+        out.append(d)
+    return tuple(out)
+
+
+def _delivery_endpoint(value: Any, path: str, num_ranks: int) -> int:
+    if isinstance(value, str) and value in _ENDPOINT_IDS:
+        return _ENDPOINT_IDS[value]
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < num_ranks:
+        return value
+    raise ScenarioError(path, f"expected a rank 0..{num_ranks - 1}, conductor or client, "
+                              f"got {f.describe(value)}")
+
+
+def delivery_entry(d: MovedDelivery) -> dict[str, Any]:
+    """A moved delivery as ``schedule.deliveries`` lists it (the inverse of the parser)."""
+    names = {v: k for k, v in _ENDPOINT_IDS.items()}
+    return {"from": names.get(d.src, d.src), "to": names.get(d.dst, d.dst), "nth": d.nth,
+            "message": d.kind, "at_s": d.at_s, "order": d.order}
 
 
 def parse_faults(raw: Any, num_ranks: int) -> tuple[FaultSpec, ...]:
@@ -399,7 +446,8 @@ def _verdict(raw: Any) -> dict[str, Any] | None:
     mapping of plain values, or absent."""
     if raw is None:
         return None
-    m = f.mapping(raw, "corpus.verdict", ("mstar", "faults", "stack", "stack_seed", "profiles", "text"),
+    m = f.mapping(raw, "corpus.verdict", ("mstar", "faults", "stack", "stack_seed", "stack_run", "profiles",
+                                               "text"),
                   required=("mstar", "faults"))
     out: dict[str, Any] = {}
     for k, v in m.items():

@@ -147,7 +147,7 @@ def test_a_shrunk_case_reports_the_size_and_messages_of_the_scenario_it_returns(
             return own.union(*map(names, tree.values()))
         return set().union(*map(names, tree)) if isinstance(tree, list) else set()
 
-    def fails_always(raw, runtime, reference=None, against=None):
+    def fails_always(raw, runtime, reference=None, against=None, schedule=None):
         nodes = names(raw["graph"]["walks"])
         ranks = {r for g in raw["placement"]["node_groups"] for r in g.get("ranks", [])}
         return Outcome("fail", "fake", "fake:any", sorted(nodes), nodes=len(nodes),

@@ -21,7 +21,8 @@ from simharness.commands import real
 from tests.conftest import SCENARIOS
 from tests.sim import fingerprint_verb
 
-SHIPPED = ["run", "compare", "confirm", "runtimes", "layout", "fuzz", "import-mstar", "sweep", "replay"]
+SHIPPED = ["run", "compare", "confirm", "runtimes", "layout", "fuzz", "explore", "import-mstar", "sweep",
+           "replay"]
 
 
 @pytest.fixture
