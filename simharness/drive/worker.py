@@ -144,6 +144,14 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
         # it has started, whichever way it was chosen (worker.py:2776-2810)
         read_after_start = choose_first
         duration = port.duration(batch)
+        if read_after_start and batch.instance:
+            # mstar's CPU does not wait for a TP batch's collective (it runs on the GPU, inside
+            # the forward): the top of its next iteration reads what came in and polls the
+            # StreamBuffers as soon as the batch is submitted, while the batch waits for the
+            # other ranks of its instance (worker.py:2790-2808 after the submit at 3100-3140).
+            port.receive(handle)
+            apply(door(POLL, port.now()))
+            read_after_start = False
         if batch.instance:
             yield port.collective(batch)
         apply(door(Started(batch=batch, duration=duration), port.now()))

@@ -262,3 +262,23 @@ def test_the_stack_arm_does_not_depend_on_the_hash_seed():
                           env={**os.environ, "PYTHONHASHSEED": h}, check=True).stdout
            for h in ("0", "2", "5")}
     assert len(got) == 1 and next(iter(got)).startswith("fail ")
+
+
+def test_a_tp_leader_reads_its_inbox_before_its_batch_s_collective():
+    """mstar's CPU does not wait for a TP batch's collective (it runs on the GPU): the leader
+    reads what came in as soon as it submitted the batch. So a producer_done that arrives while
+    the follower is still on its way to the collective is read only after the batch, and the
+    leader pops its final chunk then, as the stack does (the rest of this layout's difference,
+    the second pass on that chunk, stays open: gaps/open/tp_follower_batch_count.yaml). The
+    model read it after the collective and popped the chunk during the batch."""
+    sc = load_scenario(Path(__file__).parent / "gaps" / "open" / "tp_follower_batch_count.yaml")
+
+    def pops(report):
+        return [(e.t, e.index, e.final) for e in report.result.events
+                if type(e).__name__ == "ChunkPopped" and e.rank == 0]
+
+    model, stack = run_scenario(model_of(sc)), run_scenario(sc, "mstar")
+    assert pops(model) == pops(stack)
+    first_forward = min(e.t for e in stack.result.events
+                        if type(e).__name__ == "Forward" and e.rank == 0 and e.node == "c")
+    assert pops(stack)[-1][0] >= first_forward
