@@ -146,17 +146,21 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
         duration = port.duration(batch)
         if read_after_start and batch.instance:
             # mstar's CPU does not wait for a TP batch's collective (it runs on the GPU, inside
-            # the forward): the top of its next iteration reads what came in and polls the
-            # StreamBuffers as soon as the batch is submitted, while the batch waits for the
-            # other ranks of its instance (worker.py:2790-2808 after the submit at 3100-3140).
+            # the forward): the batch is in flight from its submit, and the top of the next
+            # iteration reads what came in and polls the StreamBuffers at once, while the batch
+            # waits for the other ranks of its instance (worker.py:2790-2808 after the submit
+            # at 3100-3140).
+            apply(door(Started(batch=batch, duration=duration), port.now()))
+            idle.heard()
             port.receive(handle)
             apply(door(POLL, port.now()))
-            read_after_start = False
-        if batch.instance:
             yield port.collective(batch)
-        apply(door(Started(batch=batch, duration=duration), port.now()))
-        idle.heard()
-        if read_after_start:
+        else:
+            if batch.instance:
+                yield port.collective(batch)
+            apply(door(Started(batch=batch, duration=duration), port.now()))
+            idle.heard()
+        if read_after_start and not batch.instance:
             port.receive(handle)
             apply(door(POLL, port.now()))
         yield port.execute(batch, duration)

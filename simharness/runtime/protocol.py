@@ -48,6 +48,9 @@ class LoopPolicy(Struct, frozen=True):
     ``choose_first``: mstar 0.2.1's loop (worker.py:3070-3080) chooses the next batch right after
     postprocessing one, and reads the messages that came in while it ran only after that (at
     the top of the next iteration, while the new batch runs). The reference reads them first.
+    A TP batch is in flight from its submit: its collective runs inside the forward, on the
+    GPU, so the rank reads its inbox before the other ranks of the instance have joined (the
+    reference starts the batch, and reads, once they all have).
 
     ``wake_us``: how long an idle rank takes, once a message wakes it, before it reads its
     socket: 0 (the reference) reads the first message alone, at the instant it arrives; a

@@ -383,10 +383,14 @@ class WorkerLoop:
         self.busy = True
         self.in_flight = set(batch.rids)
         batch.start = now
-        if batch.instance:
-            self.lockstep.meeting = None  # every rank of the instance has met
+        if batch.instance and not self.policy.choose_first:
+            # every rank of the instance has met (under mstar 0.2.1's loop the batch starts at
+            # its submit, before the collective: it is met when it finishes)
+            self.lockstep.meeting = None
 
     def _finish(self, batch: Batch, now: float) -> list[Send]:
+        if batch.instance and self.lockstep.meeting is batch:
+            self.lockstep.meeting = None  # met, and run (`_start`)
         if batch.speculative:
             for rid in batch.rids:
                 st = self.runtime.state_of(rid, batch.walk, batch.node)
