@@ -26,6 +26,7 @@ from simharness import events as ev
 from simharness.checks.base import Check, RunContext, RunSetup, Violation, and_join
 from simharness.graph.analysis import WalkFacts
 from simharness.graph.derive import loop_back_pairs, loop_external_inputs
+from simharness.graph.ir import Loop, Sequential
 from simharness.wording import plural
 
 #: what a hang waits for, the most telling first (`wait_kind`)
@@ -117,7 +118,8 @@ class LivenessCheck(Check):
                 headline = (f"hung in walk {s.walk} (pass {s.pass_no}) at t={s.t:.3f} s: "
                             f"{where} {what}{others}")
             head = "timeout" if s.reason == "timeout" else "hang"
-            wait = wait_kind(chain, ctx.scenario.walk_facts[s.walk]) if chain else ""
+            facts = ctx.scenario.walk_facts[s.walk]
+            wait = wait_kind(chain, facts) if chain else ""
             out.append(Violation(
                 self.name, msg, walk=s.walk, node=first.get("node"), rank=first.get("rank"),
                 request=s.rid,
@@ -126,6 +128,7 @@ class LivenessCheck(Check):
                          "gate": first.get("gate", ""), "chain": chain,
                          "pending": [{"wg": wg, "ranks": list(r)} for wg, r in s.pending]},
                 kind=f"{head}-{wait}" if wait else head, t=s.t, headline=headline,
+                mechanism=reinjection_mechanism(chain, facts) if wait == "reinjection" else "",
             ))
         return out
 
@@ -182,6 +185,39 @@ def wait_kind(chain: list[dict[str, Any]], wf: WalkFacts) -> str:
     """
     kinds = [k for k in (_entry_kind(entry, wf) for entry in chain) if k]
     return min(kinds, key=WAITS.index) if kinds else ""
+
+
+def reinjection_mechanism(chain: list[dict[str, Any]], wf: WalkFacts) -> str:
+    """Why a loop did not route an external input again at its advance, where the walk says:
+    ``shared-name``: another node of the loop takes an input of the same name (the loop saves
+    one copy per name, mstar graph/base.py:510-517); ``inner-loop-last``: the loop's body ends
+    with an inner loop, whose end completes the outer iteration and drops what the outer loop
+    re-routes (graph/base.py:535, ``mark_entity_complete``'s answer is not returned); "" when
+    neither holds."""
+    for entry in chain:
+        missing = entry.get("missing") or []
+        if not missing or not entry.get("counter"):
+            continue
+        node, name = entry["node"], missing[0]
+        for lp in wf.loops_of.get(node, ()):
+            ext = loop_external_inputs(lp)
+            if (name, node) not in ext:
+                continue
+            if any(n == name and other != node for n, other in ext):
+                return "shared-name"
+            if _ends_with_loop(lp.body):
+                return "inner-loop-last"
+    return ""
+
+
+def _ends_with_loop(section: Any) -> bool:
+    """Whether a section's last entity to complete is a loop: a loop itself, the last part of a
+    sequence that ends with one."""
+    if isinstance(section, Loop):
+        return True
+    if isinstance(section, Sequential) and section.sections:
+        return _ends_with_loop(section.sections[-1])
+    return False
 
 
 def _entry_kind(entry: dict[str, Any], wf: WalkFacts) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 #: the shipped commands (their module names here), in the order of ``simharness --help``
 BUILTIN = ("run", "compare", "confirm", "runtimes", "layout", "fuzz", "explore", "import_mstar", "sweep",
-           "replay")
+           "replay", "export_test")
 #: commands added with `register`: verb -> command
 _added: dict[str, Any] = {}
 

@@ -22,7 +22,7 @@ from tests.conftest import SCENARIOS
 from tests.sim import fingerprint_verb
 
 SHIPPED = ["run", "compare", "confirm", "runtimes", "layout", "fuzz", "explore", "import-mstar", "sweep",
-           "replay"]
+           "replay", "export-test"]
 
 
 @pytest.fixture
