@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 import msgspec
@@ -82,6 +82,17 @@ class Clock:
         """Queue `event` at time `t` behind every event of a lower `priority` at that time (a
         moved delivery, `deliveries.LATE`); among equal priorities, in the order queued."""
         heappush(self._queue, (t, priority, next(self._eid), event))
+
+    def cancel(self, event: Any) -> None:
+        """Take a queued `event` off the queue (a timer no longer wanted: left there, it would
+        still move the clock on when its time came). Linear in the queue: for the rare caller."""
+        queue = self._queue
+        for i, entry in enumerate(queue):
+            if entry[3] is event:
+                queue[i] = queue[-1]
+                queue.pop()
+                heapify(queue)
+                return
 
     def after(self, delay: float, event: Any) -> None:
         """Queue `event` to happen `delay` from now, as ``Environment.schedule`` queues it

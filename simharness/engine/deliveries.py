@@ -91,7 +91,7 @@ class DeliveryPolicy(Protocol):
 
 
 class _Pending:
-    __slots__ = ("id", "kind", "msg", "due", "deliver", "clock", "released", "moved", "own", "until")
+    __slots__ = ("id", "kind", "msg", "due", "deliver", "clock", "released", "moved", "own", "timer")
 
     def __init__(self, mid: MessageId, kind: str, msg: Any, due: float,
                  deliver: Callable[[Tick], None], clock: dict[int, int]) -> None:
@@ -103,14 +103,10 @@ class _Pending:
         self.clock = clock
         self.released = False
         self.moved = False
-        #: held by the policy's own decision, until it lets it go
+        #: held by the policy's decision, until the policy, its timer or the run at rest lets it go
         self.own = False
-        #: held until this time at the latest (a drawn delay, or the bound); None: no limit
-        self.until: float | None = None
-
-    def free(self, now: float) -> bool:
-        """Whether nothing of its own holds it any more (what is ahead of it on its link may)."""
-        return not self.own and (self.until is None or self.until <= now)
+        #: the queued event that lets it go (at the end of a drawn delay, or at the bound)
+        self.timer: Tick | None = None
 
 
 class DeliveryControl:
@@ -141,24 +137,26 @@ class DeliveryControl:
         """One message leaves `actor` on link `key`, due at `due`: queue it there, or hold it."""
         p = self._pending(actor, key, msg, due, deliver)
         decision = False if self.policy is None else self.policy.decide(p.id, p.kind)
+        bound = self.max_delay_s
+        release_at = None
         if decision is True:
             p.own = True
-            if self.max_delay_s is not None:
-                p.until = due + self.max_delay_s
+            if bound is not None:
+                release_at = due + bound
         elif decision:  # a delay, within the bound
+            p.own = True
             wait = float(decision)
-            if self.max_delay_s is not None and wait > self.max_delay_s:
-                wait = self.max_delay_s
-            p.until = due + wait
+            release_at = due + (wait if bound is None or wait < bound else bound)
         held = self._held.get(key)
-        if not held and p.free(due):
+        if not held and not p.own:
             self._enqueue(p, due, None)
             return
         if held is None:
             held = self._held[key] = deque()
         held.append(p)
-        if p.until is not None:
-            self.clock.at(p.until, Tick((partial(self._expire, p),)))
+        if release_at is not None:
+            p.timer = Tick((partial(self._expire, p),))
+            self.clock.at(release_at, p.timer)
 
     def _pending(self, actor: int, key: tuple[int, int], msg: Any, due: float,
                  deliver: Callable[[Tick], None]) -> _Pending:
@@ -194,26 +192,30 @@ class DeliveryControl:
         else:
             i = min(range(len(heads)), key=lambda j: (heads[j][1].due, heads[j][0]))
         key, p = heads[i]
-        p.own, p.until = False, None
+        p.own = False
         self._drain(key)
         return True
 
     def _expire(self, p: _Pending, _tick: Any = None) -> None:
         """`p`'s time is up: it goes once what is ahead of it on its link has gone."""
+        p.timer = None  # it fired
         if p.released:
             return
-        p.own, p.until = False, None
+        p.own = False
         self._drain((p.id[0], p.id[1]))
 
     def _drain(self, key: tuple[int, int]) -> None:
         """Release the messages at the head of `key` that nothing holds any more."""
         q = self._held[key]
-        now = self.clock.now()
-        while q and q[0].free(now):
+        while q and not q[0].own:
             self._move(q.popleft())
 
     def _move(self, p: _Pending) -> None:
         now = self.clock.now()
+        if p.timer is not None:
+            # let go before its time: its timer would still move the clock on at its end
+            self.clock.cancel(p.timer)
+            p.timer = None
         at = p.due if p.due > now else now
         self._moves += 1
         p.moved = True

@@ -226,3 +226,15 @@ def test_pct_finds_the_remove_race_on_bagel_cfg_tp2_with_no_fault_written():
     moved = S.shrink(sc, RT, found.found[REMOVE_RACE].moved, REMOVE_RACE, max_calls=80)
     assert len(moved) <= 2 and all(m.kind == "remove_request" for m in moved)
     assert S.replays(sc, RT, moved, REMOVE_RACE)
+
+
+def test_a_bounded_exhaustive_run_replays_bit_for_bit_end_time_included():
+    # A hold let go early (its partner arrived) cancels its bound's timer: left queued, it would
+    # move the clock on after the last event, and the run's end would differ from its replay's.
+    sc = scenario("stop_loops_late_chain.yaml")
+    base, _ = S.run_once(sc, RT, bound_s=1.0)
+    for race in base.races()[:6]:
+        first, v1 = controlled(sc, S.Reversals([race]), 1.0)  # a bound far past the run
+        again, v2 = simulate(S.with_deliveries(sc, first.control.moved), RT, keep_trace=False)
+        assert first.sim_time_s == again.sim_time_s
+        assert first.recorder.digest() == again.recorder.digest()
