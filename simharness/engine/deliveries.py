@@ -91,6 +91,8 @@ class DeliveryPolicy(Protocol):
 
 
 class _Pending:
+    """A message under control: sent, not yet handed to the clock (held), or handed over."""
+
     __slots__ = ("id", "kind", "msg", "due", "deliver", "clock", "released", "moved", "own", "timer")
 
     def __init__(self, mid: MessageId, kind: str, msg: Any, due: float,
@@ -176,10 +178,6 @@ class DeliveryControl:
             self._vc[r] = dict(merged)
 
     # -- releasing ---------------------------------------------------------------------------
-
-    @property
-    def holding(self) -> bool:
-        return any(self._held.values())
 
     def release_one(self) -> bool:
         """The run is at rest: release one held link head (the policy picks; the earliest due
