@@ -18,7 +18,8 @@ Modelled on mstar's conductor (reference/mstar_semantics.md sections 1.5, 6.2):
 * when every partition is done the API server is told (request_complete) and REMOVE goes to
   every rank of the request (the reference, section 4.8). With ``drain_barrier`` (mstar 0.2.1)
   REMOVE waits until the API server has read every output (READS_DONE). A hung or timed-out
-  request is torn down at once (the API's abort).
+  request is torn down at once (the API's abort); with ``drain_barrier`` every rank drains it
+  first (DRAIN_REQUEST, acknowledged with DrainDone) and it stays open here until all have.
 
 Like `WorkerLoop`, it has one door, `handle_stimulus(stimulus, now)`: `Submit`, `Arrived` (a
 worker-graphs-done report, READS_DONE) or `Abort` in, `Effects` out (the `Send`s, the trace
@@ -39,6 +40,8 @@ from simharness.runtime.effects import Abort, Arrived, Effects, Submit
 from simharness.runtime.messages import (
     CLIENT_ID,
     CONDUCTOR_ID,
+    DrainDone,
+    DrainRequest,
     InputSignals,
     NewRequest,
     ProducerDone,
@@ -88,6 +91,9 @@ class ConductorRequest:
     draining: bool = False
     #: KV label -> (rank, tokens) as the last report from an instance's rank 0 said
     kv: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: aborted under mstar 0.2.1's teardown: the ranks whose drain is not acknowledged yet
+    #: (None: not aborted). The request stays open here until every rank has answered.
+    aborting: set[int] | None = None
 
     @property
     def walk(self) -> str:
@@ -213,7 +219,16 @@ class Conductor:
 
     def handle(self, msg: Any, now: float) -> list[Send]:
         if isinstance(msg, WorkerGraphsDoneMsg):
+            if msg.rid in self.requests and self.requests[msg.rid].aborting is not None:
+                return []  # the request was given up: its passes no longer count
             return self._on_done(msg, now)
+        if isinstance(msg, DrainDone):
+            req = self.requests.get(msg.rid)
+            if req is not None and req.aborting is not None:
+                req.aborting.discard(msg.rank)
+                if not req.aborting:
+                    return self._teardown(req, now)
+            return []
         if isinstance(msg, ReadsDone) and self.policy.drain_barrier:
             req = self.requests.get(msg.rid)
             if req is not None and req.draining:
@@ -316,21 +331,37 @@ class Conductor:
     # -- teardown -----------------------------------------------------------------------------
 
     def _end(self, req: ConductorRequest, outcome: str, now: float) -> list[Send]:
-        assert req.assignment is not None
-        sends = [Send(r, 0, RemoveRequest(rid=req.rid)) for r in req.assignment.ranks]
-        del self.requests[req.rid]
+        self._said_ended(req, outcome, now)
+        return self._teardown(req, now)
+
+    def _said_ended(self, req: ConductorRequest, outcome: str, now: float) -> None:
+        """The request's end as the client sees it."""
         self._alive.discard(req.rid)
         self._prune_deadlines()
         self.emit(ev.RequestEnded(now, req.rid, outcome, req.step))
         self._ended.append((req.rid, outcome))
+
+    def _teardown(self, req: ConductorRequest, now: float) -> list[Send]:
+        """REMOVE to every rank of the request; its place goes to the next waiting request."""
+        assert req.assignment is not None
+        sends = [Send(r, 0, RemoveRequest(rid=req.rid)) for r in req.assignment.ranks]
+        del self.requests[req.rid]
         while self.waiting and (self.cap is None or len(self.requests) < self.cap):
             sends.extend(self._admit(self.waiting.popleft(), now))
         return sends
 
     def abort(self, rid: str, outcome: str, now: float) -> list[Send]:
-        """The API gave up on the request (hang or timeout): tear it down like a finished one."""
+        """The API gave up on the request (hang or timeout): tear it down like a finished one;
+        under mstar 0.2.1 (``drain_barrier``) after every rank has drained it (DRAIN_REQUEST,
+        conductor.py:976-1033), the request open here until then."""
         req = self.requests.get(rid)
         if req is not None:
+            if req.aborting is not None:
+                return []
+            if self.policy.drain_barrier and req.assignment is not None:
+                self._said_ended(req, outcome, now)
+                req.aborting = set(req.assignment.ranks)
+                return [Send(r, 0, DrainRequest(rid=rid)) for r in req.assignment.ranks]
             return self._end(req, outcome, now)
         for i, w in enumerate(self.waiting):
             if w.rid == rid:
@@ -343,9 +374,11 @@ class Conductor:
         return []
 
     def unfinished(self) -> list[str]:
-        return list(self.requests) + [w.rid for w in self.waiting]
+        """Requests not ended yet (an aborted one waiting for its drain has ended)."""
+        return [r for r, q in self.requests.items() if q.aborting is None] + [w.rid for w in self.waiting]
 
     def open_requests(self) -> tuple[str, ...]:
+        """Every request the conductor holds (an aborted one waiting for its drain included)."""
         return tuple(self.requests)
 
     def waiting_requests(self) -> tuple[str, ...]:

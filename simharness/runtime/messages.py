@@ -92,6 +92,25 @@ class RemoveRequest(Message, kw_only=True):
     source: str = "conductor"
 
 
+class DrainRequest(Message, kw_only=True):
+    """mstar 0.2.1's DRAIN_REQUEST, the first phase of an aborted request's teardown
+    (conductor.py:1009-1033): the rank stops the request's work and acknowledges; REMOVE follows
+    once every rank has. A TP follower honours only its leader's copy, as for REMOVE."""
+
+    kind_name: ClassVar[str] = "drain_request"
+    rid: str
+    source: str = "conductor"
+
+
+class DrainDone(Message, kw_only=True):
+    """A rank's acknowledgement of a `DrainRequest` (mstar's READS_DONE from a worker,
+    worker.py:577-598)."""
+
+    kind_name: ClassVar[str] = "drain_done"
+    rid: str
+    rank: int
+
+
 class StopLoops(Message, kw_only=True):
     """mstar STOP_LOOPS: a peer's ``check_stop`` ended these loops of the request's partition."""
 

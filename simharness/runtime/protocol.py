@@ -43,7 +43,9 @@ class LoopPolicy(Struct, frozen=True):
     ``max_batch`` and serves the remainder first on the next steps.
 
     ``drain_barrier``: mstar 0.2.1 sends REMOVE only after the API server has read every output
-    (READS_DONE); the reference sends it as soon as the request is done.
+    (READS_DONE); the reference sends it as soon as the request is done. An aborted request
+    (hung, timed out) is drained on every rank first (DRAIN_REQUEST, each rank acknowledging) and
+    stays open in the conductor until all have; the reference removes it at once.
 
     ``choose_first``: mstar 0.2.1's loop (worker.py:3070-3080) chooses the next batch right after
     postprocessing one, and reads the messages that came in while it ran only after that (at

@@ -49,6 +49,8 @@ from simharness.runtime.fake_nodes import FakeNodes
 from simharness.runtime.graph_state import REJECTED
 from simharness.runtime.messages import (
     CONDUCTOR_ID,
+    DrainDone,
+    DrainRequest,
     InputSignals,
     KvPullDone,
     NewRequest,
@@ -257,6 +259,13 @@ class WorkerLoop:
                 self.teardown.pending.add(rid)
             else:
                 sends.extend(self._remove(rid, now))
+        elif isinstance(msg, DrainRequest):
+            if msg.source == "conductor" and self.lockstep.follows(rid):
+                return  # as for REMOVE: a TP follower honours its leader's copy only
+            if rid in self.in_flight:
+                self.teardown.drains.add(rid)  # behind the batch, as mstar defers it
+            else:
+                sends.extend(self._drain(rid))
 
     def _known(self, msg: Any, now: float) -> bool:
         """The message's request is known here; if not, the message is held (it came before
@@ -280,6 +289,16 @@ class WorkerLoop:
                                  f"no worker graph of walk {walk!r} on this rank accepted it "
                                  f"(not a node here, or both slots full); dropped silently", lost))
 
+    def _drain(self, rid: str) -> list[Send]:
+        """An aborted request's drain here (mstar's ``_begin_drain``, worker.py:552-575): its
+        followers are told, no work of it runs again, and the conductor hears it is done."""
+        if rid not in self.runtime.requests or rid in self.teardown.drained:
+            return []
+        self.teardown.drained.add(rid)
+        return [*(Send(f, 0, DrainRequest(rid=rid, source="tp_leader"))
+                  for f in self.lockstep.followers(rid)),
+                Send(CONDUCTOR_ID, 0, DrainDone(rid=rid, rank=self.rank))]
+
     def _remove(self, rid: str, now: float) -> list[Send]:
         runtime = self.runtime
         if rid not in runtime.requests:
@@ -289,6 +308,7 @@ class WorkerLoop:
         held = runtime.remove(rid)
         self.scheduler.drop(rid)
         self.teardown.removed.add(rid)
+        self.teardown.drained.discard(rid)
         self.records.pop(rid, None)
         self.kv.drop(rid)
         self.lockstep.drop(rid)
@@ -357,7 +377,10 @@ class WorkerLoop:
         from); a TP leader tells its followers (SCHEDULE_TP)."""
         lockstep, spec = self.lockstep, self.speculation
         exclude, spec.exclude = spec.exclude, None
-        batch = self.scheduler.next_batch(self.runtime, self.teardown.pending,
+        teardown = self.teardown
+        batch = self.scheduler.next_batch(self.runtime,
+                                          teardown.pending | teardown.drained if teardown.drained
+                                          else teardown.pending,
                                           skip=lockstep.follower_here if lockstep.has_tp else None,
                                           exclude=exclude)
         if batch is not None:
@@ -405,6 +428,11 @@ class WorkerLoop:
             for rid in sorted(pending):
                 sends.extend(self._remove(rid, now))
             pending.clear()
+        drains = self.teardown.drains
+        if drains:
+            for rid in sorted(drains):
+                sends.extend(self._drain(rid))
+            drains.clear()
         sends.extend(self._outbox())
         return sends
 

@@ -72,6 +72,10 @@ class Teardown:
         self.loop = loop
         #: rids whose REMOVE arrived while a batch of theirs ran (removed after it finishes)
         self.pending: set[str] = set()
+        #: rids whose DRAIN_REQUEST arrived while a batch of theirs ran (drained after it)
+        self.drains: set[str] = set()
+        #: rids drained here (aborted): no work of theirs runs again; REMOVE follows
+        self.drained: set[str] = set()
         #: rids removed on this rank (a byte each: it grows with every request the rank served)
         self.removed: RidSet = RidSet()
         #: rid -> messages that arrived before the request's NEW_REQUEST
@@ -186,8 +190,14 @@ class Lockstep:
         batch.collective = n
 
     def follower_here(self, node: str, walk: str, rid: str) -> bool:
+        """This rank runs `node` for `rid` in `walk` only in a leader's batch. Also where the
+        node runs alone here in that walk: mstar's follower never schedules a node it follows
+        in (its TP groups are per node, worker.py:273-294), so such a batch is never run."""
         ranks = self.loop.runtime.instance_of(rid, walk, node)
-        return len(ranks) > 1 and ranks[0] != self.rank
+        if len(ranks) > 1:
+            return ranks[0] != self.rank
+        inst = self.node_instance(node)
+        return inst is not None and inst[0] != self.rank
 
     def lead(self, batch: Batch) -> list[Send]:
         """A batch this rank chose: SCHEDULE_TP to its followers, when it leads an instance."""
@@ -254,7 +264,9 @@ class Lockstep:
                     f"{', '.join(map(str, others))}")
         if not queued or not self.has_tp or not self.follower_here(node, walk, rid):
             return ""
-        leader = self.loop.runtime.instance_of(rid, walk, node)[0]
+        ranks = self.loop.runtime.instance_of(rid, walk, node)
+        inst = ranks if len(ranks) > 1 else self.node_instance(node)  # alone here in this walk
+        leader = (inst or ranks)[0]
         if not self.follow:
             return (f"{ev.LOCKSTEP_HOLD}rank {self.rank} runs {node} only in a batch of rank "
                     f"{leader}, and no batch of {node} for {rid} came")

@@ -264,6 +264,36 @@ def test_the_stack_arm_does_not_depend_on_the_hash_seed():
     assert len(got) == 1 and next(iter(got)).startswith("fail ")
 
 
+@pytest.mark.parametrize("name", ["tp_follower_node_alone_in_another_walk.yaml",
+                                  "replica_choice_with_tp.yaml"])
+def test_a_tp_follower_never_schedules_the_node_it_follows_in(name):
+    """`gaps/tp_follower_node_alone_in_another_walk.yaml` and `gaps/replica_choice_with_tp.yaml`:
+    a rank that follows in a node's TP group runs that node only in its leader's batches, also
+    in a walk where the node runs alone on it (mstar's TP groups are per node). The model agrees
+    on every forward, route and violation; as it was (the follower scheduled the lone batch) it
+    parted from the stack on both."""
+    sc = load_scenario(Path(__file__).parent / "gaps" / name)
+    model, stack = run_scenario(model_of(sc)), run_scenario(sc, "mstar")
+    assert disagreements(model, stack) == []
+    if name.startswith("tp_follower"):
+        hang = next(v for v in model.violations if v.check == "liveness")
+        assert "rank 1 runs a only in a batch of rank 0" in hang.message
+
+
+def test_an_aborted_request_stays_open_until_every_rank_drained_it():
+    """`gaps/abort_drain_with_a_stuck_rank.yaml`: the API gives up on a request whose rank waits
+    in a collective for good; mstar's Conductor drains every rank before it removes an aborted
+    request, and the stuck rank never answers, so the request stays open there. The model
+    agrees; as it was (an aborted request dropped at once) it did not say so."""
+    sc = load_scenario(Path(__file__).parent / "gaps" / "abort_drain_with_a_stuck_rank.yaml")
+    model, stack = run_scenario(model_of(sc)), run_scenario(sc, "mstar")
+    assert disagreements(model, stack) == []
+    left = "the conductor ends with request r0 still open"
+    assert any(v.message == left for v in model.violations)
+    assert any(v.message == left for v in stack.violations)
+    assert dict(model.result.outcomes) == {"r0": "hung"}
+
+
 def test_a_tp_batch_is_in_flight_from_its_submit():
     """`gaps/tp_follower_batch_count.yaml`: mstar's TP leader submits a batch and reads its inbox
     at once (the collective is on the GPU), so a producer_done that comes while the follower is on
