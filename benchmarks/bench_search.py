@@ -49,7 +49,7 @@ def runs_to_hit(scenario: object, schedule: str, seed: int, bound_s: float, cap:
 
     result = search(scenario, "mstar-python", schedule, cap + 1, seed=seed, max_delay_s=bound_s,
                     stop_at_first=True)  # type: ignore[arg-type]
-    return min(result.first.values()) if result.first else cap
+    return min((f.run for f in result.found.values()), default=cap)
 
 
 def measure(quick: bool) -> list[dict[str, object]]:

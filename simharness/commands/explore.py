@@ -184,7 +184,7 @@ def _write(args: argparse.Namespace, scenario: Any, runtime: str, result: Any, c
             if known:
                 entry["case"], entry["known"] = str(path), True
             else:
-                raw = _case_raw(scenario, moved)
+                raw = _case_raw(scenario, entry["deliveries"])
                 nodes, ranks = size_of(scenario)
                 note = (f"Found by simharness explore --schedule {args.schedule} (seed {args.seed}, "
                         f"run {found.run}) on {Path(args.scenario).name}; its schedule moved "
@@ -198,15 +198,13 @@ def _write(args: argparse.Namespace, scenario: Any, runtime: str, result: Any, c
     return out
 
 
-def _case_raw(scenario: Any, moved: Any) -> dict[str, Any]:
+def _case_raw(scenario: Any, deliveries: list[dict[str, Any]]) -> dict[str, Any]:
     """The scenario as its file has it, with the found schedule in place of its own."""
     import copy
 
-    from simharness.explore.search import schedule_entries
-
     raw = copy.deepcopy(dict(scenario.raw))
     raw.pop("corpus", None)
-    raw["schedule"] = {"deliveries": schedule_entries(moved)}
+    raw["schedule"] = {"deliveries": deliveries}
     return raw
 
 

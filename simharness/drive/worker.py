@@ -139,30 +139,23 @@ def worker_main(loop: Any, port: WorkerPort) -> Generator[Any, Any, None]:
             if batch is None:
                 yield from idle.wait(port, loop.stream_ready)
                 continue
-        # under mstar 0.2.1's loop (`LoopPolicy.choose_first`) a launched batch sends the loop
+        # Under mstar 0.2.1's loop (`LoopPolicy.choose_first`) a launched batch sends the loop
         # back to its top while it runs: what came in is read and the StreamBuffers polled once
-        # it has started, whichever way it was chosen (worker.py:2776-2810)
-        read_after_start = choose_first
+        # it has started, whichever way it was chosen (worker.py:2776-2810). A TP batch is in
+        # flight from its submit: its collective runs inside the forward, on the GPU, so that
+        # read comes before the other ranks of its instance have joined. The reference starts
+        # a TP batch, and reads nothing, only once the instance has met.
         duration = port.duration(batch)
-        if read_after_start and batch.instance:
-            # mstar's CPU does not wait for a TP batch's collective (it runs on the GPU, inside
-            # the forward): the batch is in flight from its submit, and the top of the next
-            # iteration reads what came in and polls the StreamBuffers at once, while the batch
-            # waits for the other ranks of its instance (worker.py:2790-2808 after the submit
-            # at 3100-3140).
-            apply(door(Started(batch=batch, duration=duration), port.now()))
-            idle.heard()
-            port.receive(handle)
-            apply(door(POLL, port.now()))
+        met_first = batch.instance and not choose_first
+        if met_first:
             yield port.collective(batch)
-        else:
-            if batch.instance:
-                yield port.collective(batch)
-            apply(door(Started(batch=batch, duration=duration), port.now()))
-            idle.heard()
-        if read_after_start and not batch.instance:
+        apply(door(Started(batch=batch, duration=duration), port.now()))
+        idle.heard()
+        if choose_first:
             port.receive(handle)
             apply(door(POLL, port.now()))
+        if batch.instance and not met_first:
+            yield port.collective(batch)
         yield port.execute(batch, duration)
         if port.stopped:
             return

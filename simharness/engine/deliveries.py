@@ -16,10 +16,9 @@ That makes every controlled run replayable bit for bit from a list of the moved 
 listed message at its recorded time and order as it is sent, and everything else at its nominal
 time, which is exactly where the controlled run put them.
 
-The control also keeps what a search needs to read a run: every delivery in order, per receiver
-(`Delivery`), each with whether its send happened after the delivery before it at the same
-receiver (vector clocks over the endpoints, merged at each delivery and each collective), so a
-search knows which two deliveries raced (`DeliveryControl.races`).
+The control also records every delivery in order (`Delivery`), each with the vector clock of its
+send and the receiver's count at its arrival (vector clocks over the endpoints, merged at each
+delivery and each collective): what a search reads a run by (`explore.search.races`).
 
 Used only when a scenario lists deliveries or a search runs: a run without one builds none, and
 its events, times and digests are what they always were.
@@ -27,7 +26,6 @@ its events, times and digests are what they always were.
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -257,42 +255,6 @@ class DeliveryControl:
         vc = self._vc.setdefault(endpoint, {})
         vc[endpoint] = vc.get(endpoint, 0) + 1
         return vc
-
-    # -- reading the run ---------------------------------------------------------------------
-
-    def orders(self) -> dict[int, list[MessageId]]:
-        """Receiver -> the messages it got, in order: the run's class under partial-order
-        reduction (deliveries to different receivers commute)."""
-        out: dict[int, list[MessageId]] = {}
-        for d in self.deliveries:
-            out.setdefault(d.dst, []).append(d.id)
-        return out
-
-    def order_key(self) -> str:
-        """A short digest of `orders`: two runs with the same key delivered every message to
-        every receiver in the same order."""
-        h = hashlib.sha256()
-        for dst, ids in sorted(self.orders().items()):
-            h.update(repr((dst, ids)).encode())
-        return h.hexdigest()[:16]
-
-    def races(self) -> list[tuple[MessageId, MessageId]]:
-        """Pairs (a, b) of deliveries to one receiver, a first, from different links, where b's
-        send did not happen after a's delivery: the order of the two could have been the other
-        way round, by holding a until b arrives."""
-        by_dst: dict[int, list[Delivery]] = {}
-        for d in self.deliveries:
-            by_dst.setdefault(d.dst, []).append(d)
-        out = []
-        for dst, ds in sorted(by_dst.items()):
-            for i, a in enumerate(ds):
-                for b in ds[i + 1:]:
-                    if b.src == a.src:
-                        continue
-                    if b.sent_clock.get(dst, 0) >= a.index:
-                        continue  # b was sent after its receiver had a: no race
-                    out.append((a.id, b.id))
-        return out
 
 
 class RecordedControl(DeliveryControl):

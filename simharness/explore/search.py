@@ -30,6 +30,7 @@ A failing run's moved deliveries replay it bit for bit (``schedule.deliveries``,
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -168,8 +169,6 @@ class SearchResult:
     stopped: str = ""
     #: deliveries of the unperturbed run (PCT's step count)
     steps: int = 0
-    #: run number -> signature, for the first failing run of each (what a benchmark reads)
-    first: dict[str, int] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -215,7 +214,7 @@ def search(scenario: Scenario, runtime: str, schedule: str, runs: int, *, depth:
     out = SearchResult(schedule, runtime)
     base, violations = run_once(sc, runtime, checks=checks)
     out.steps = len(base.deliveries)
-    orders = {base.order_key()}
+    orders = {order_key(base)}
     out.runs = 1
     _note(out, 0, base, violations)
     if on_run is not None:
@@ -238,7 +237,7 @@ def search(scenario: Scenario, runtime: str, schedule: str, runs: int, *, depth:
         policy = Pct(rng, depth, out.steps) if schedule == "pct" else RandomDelays(rng, bound or 0.0)
         control, violations = run_once(sc, runtime, policy, bound, checks)
         out.runs += 1
-        orders.add(control.order_key())
+        orders.add(order_key(control))
         _note(out, i, control, violations)
         if on_run is not None:
             on_run(i, signature_of(violations))
@@ -258,7 +257,6 @@ def _note(out: SearchResult, i: int, control: DeliveryControl, violations: list[
         out.found[sig].count += 1
         return
     out.found[sig] = Found(sig, i, [v.message for v in violations[:3]], list(control.moved))
-    out.first[sig] = i
 
 
 def _exhaustive(sc: Scenario, runtime: str, max_runs: int, bound: float | None,
@@ -274,7 +272,7 @@ def _exhaustive(sc: Scenario, runtime: str, max_runs: int, bound: float | None,
 
     def expand(cons: Constraints, control: DeliveryControl) -> None:
         # pushed in reverse so that the earliest race is reversed first
-        for race in reversed(control.races()):
+        for race in reversed(races(control)):
             child = cons | {race}
             if child not in tried:
                 tried.add(child)
@@ -298,7 +296,7 @@ def _exhaustive(sc: Scenario, runtime: str, max_runs: int, bound: float | None,
         _note(out, i, control, violations)
         if on_run is not None:
             on_run(i, signature_of(violations))
-        key = control.order_key()
+        key = order_key(control)
         if key in orders:
             continue  # an order seen already: its races were reversed from there
         orders.add(key)
@@ -349,5 +347,32 @@ def schedule_entries(moved: Sequence[MovedDelivery]) -> list[dict[str, Any]]:
     return [delivery_entry(d) for d in moved]
 
 
-def timed(budget_s: float | None) -> float | None:
-    return None if budget_s is None else time.perf_counter() + budget_s
+# -- reading a run ------------------------------------------------------------------------------
+
+def order_key(control: DeliveryControl) -> str:
+    """A short digest of the run's order of deliveries at each receiver: its class under
+    partial-order reduction (deliveries to different receivers commute). Two runs with the same
+    key delivered every message to every receiver in the same order."""
+    by_dst: dict[int, list[MessageId]] = {}
+    for d in control.deliveries:
+        by_dst.setdefault(d.dst, []).append(d.id)
+    h = hashlib.sha256()
+    for dst, ids in sorted(by_dst.items()):
+        h.update(repr((dst, ids)).encode())
+    return h.hexdigest()[:16]
+
+
+def races(control: DeliveryControl) -> list[tuple[MessageId, MessageId]]:
+    """Pairs (a, b) of deliveries to one receiver, a first, from different links, where b's send
+    did not happen after a's delivery (its vector clock had not seen it): the two could have come
+    the other way round, by holding a until b arrives."""
+    by_dst: dict[int, list[Delivery]] = {}
+    for d in control.deliveries:
+        by_dst.setdefault(d.dst, []).append(d)
+    out = []
+    for dst, ds in sorted(by_dst.items()):
+        for i, a in enumerate(ds):
+            for b in ds[i + 1:]:
+                if b.src != a.src and b.sent_clock.get(dst, 0) < a.index:
+                    out.append((a.id, b.id))
+    return out

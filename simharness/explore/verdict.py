@@ -173,18 +173,18 @@ def _verdict(scenario: Scenario, runtime: str, signature: str, check: str, fault
         return Verdict("unverified", faults, None, None,
                        f"the real stack cannot show a {check} failure (its fake engine has no "
                        f"KV-cache readiness)", kinds)
-    run = None
-    if scenario.schedule.deliveries and runtime != STACK:
-        # The schedule moves the model's messages; the stack sends its own: search its orders.
+    run = seed = None
+    # A searched schedule moves the model's messages; the stack sends its own: search its orders.
+    searched = bool(scenario.schedule.deliveries) and runtime != STACK
+    if searched:
         stack_sig, run, why = _stack_searched(scenario, check, until)
-        seed = None
     else:
         stack_sig, seed, why = _stack(scenario, check, until)
     if why:
         return Verdict("unverified", faults, None, None, why, kinds)
     if stack_sig is not None and stack_sig.partition(":")[0] == check:
         return Verdict("real", faults, stack_sig, seed, stack_run=run, fault_kinds=kinds)
-    if run is not None or scenario.schedule.deliveries and runtime != STACK:
+    if searched:
         return Verdict("unverified", faults, None, None,
                        f"the real stack showed no {check} failure in "
                        f"{STACK_SEARCH_RUNS} PCT runs of its own messages", kinds)

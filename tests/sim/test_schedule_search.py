@@ -135,9 +135,12 @@ def test_pct_finds_the_remove_race_and_shrinks_it_to_the_one_late_remove():
 
 def test_a_search_is_deterministic():
     sc = scenario("stop_before_walk.yaml")
-    runs = [S.search(sc, RT, kind, 25, seed=3, max_delay_s=2e-3) for kind in ("pct", "pct", "random")]
-    assert (runs[0].first, runs[0].distinct, runs[0].runs) == (runs[1].first, runs[1].distinct, runs[1].runs)
-    assert runs[0].distinct > runs[2].distinct or runs[0].first  # PCT covers orders random misses
+    def outcome(r):
+        return r.runs, r.distinct, {sig: (f.run, f.count, f.moved) for sig, f in r.found.items()}
+
+    a, b, other = (S.search(sc, RT, "pct", 25, seed=s, max_delay_s=2e-3) for s in (3, 3, 4))
+    assert outcome(a) == outcome(b)
+    assert a.found and outcome(a) != outcome(other)  # the seed decides: a search is not fixed
 
 
 def test_exhaustive_search_is_complete_on_a_two_rank_split_loop(split_loop):
@@ -233,7 +236,7 @@ def test_a_bounded_exhaustive_run_replays_bit_for_bit_end_time_included():
     # move the clock on after the last event, and the run's end would differ from its replay's.
     sc = scenario("stop_loops_late_chain.yaml")
     base, _ = S.run_once(sc, RT, bound_s=1.0)
-    for race in base.races()[:6]:
+    for race in S.races(base)[:6]:
         first, v1 = controlled(sc, S.Reversals([race]), 1.0)  # a bound far past the run
         again, v2 = simulate(S.with_deliveries(sc, first.control.moved), RT, keep_trace=False)
         assert first.sim_time_s == again.sim_time_s
