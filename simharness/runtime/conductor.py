@@ -68,7 +68,7 @@ class PartitionState:
     #: worker graph -> reports still expected for the current pass
     pending: dict[str, int] = field(default_factory=dict)
     done: bool = False
-    #: the current pass consumed its stream's final chunk
+    #: the report that completed the current pass said it consumed its stream's final chunk
     final_seen: bool = False
     tokens: int = 0
 
@@ -270,13 +270,16 @@ class Conductor:
                 del ps.pending[wg]
             else:
                 ps.pending[wg] = left - 1
-            if msg.partition_done:
-                ps.final_seen = True
             if msg.tp_rank == 0 and msg.new_tokens and ps.name not in touched:
                 ps.tokens += msg.new_tokens
             touched.setdefault(ps.name, ps)
         for ps in touched.values():
             if not ps.pending:
+                # only the report that completes the pass speaks for it (mstar keeps the
+                # ``partition_done`` of the WORKER_GRAPHS_DONE whose worker graphs end the pass,
+                # conductor.py:1373-1391): a rank that consumed the final chunk in an earlier
+                # report does not end the partition
+                ps.final_seen = msg.partition_done
                 sends.extend(self._pass_done(req, ps, now))
         if req.partitions and all(p.done for p in req.partitions.values()) and not req.draining:
             req.draining = True

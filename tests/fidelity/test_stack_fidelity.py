@@ -137,6 +137,50 @@ def test_a_real_only_mechanism_is_recognised():
     assert labels == ["freed-tensor"]
 
 
+def test_the_end_of_a_stream_to_a_rank_without_its_buffer_is_real_only():
+    """`gaps/no_stream_buffer_end.yaml`: the consumer partition's walk is a loop, so mstar makes
+    no StreamBuffer for it and the producer_done it gets goes nowhere (the producer never sent an
+    item, so no KeyError says so). The stack run names the mechanism; the model, which makes the
+    buffer and ends the loop on the empty final chunk, passes."""
+    sc = load_scenario(Path(__file__).parent / "gaps" / "no_stream_buffer_end.yaml")
+    stack = run_scenario(sc, "mstar")
+    assert real_only(stack) == ["no-stream-buffer"]
+    dropped = [e for e in stack.result.events if type(e).__name__ == "Dropped"]
+    assert [(e.rank, e.what) for e in dropped] == [(1, "producer_done")]
+    assert dict(stack.result.outcomes) == {"r0": "hung"}
+    assert run_scenario(model_of(sc)).outcome == "pass"
+
+
+def test_a_worker_given_no_tp_rank_by_its_conductor_is_real_only():
+    """`gaps/shifted_tp_rank.yaml`: no worker graph uses rank 0, and mstar's Conductor looks each
+    worker's TP rank up by its position among the ranks in use, so worker_1 has none and raises
+    routing a's output. The stack run names the mechanism; the model, which has no such lookup,
+    completes the request."""
+    sc = load_scenario(Path(__file__).parent / "gaps" / "shifted_tp_rank.yaml")
+    stack = run_scenario(sc, "mstar")
+    assert real_only(stack) == ["shifted-tp-rank"]
+    assert dict(stack.result.outcomes) == {"r0": "hung"}
+    assert run_scenario(model_of(sc)).outcome == "pass"
+
+
+def test_only_the_report_that_ends_a_pass_ends_a_stream_partition():
+    """`gaps/tp_sp_stream_consumer.yaml`: one rank of a TP x SP consumer takes the final chunk in
+    the first pass, the others in a second; the report that completes the first pass consumed no
+    final chunk, so mstar's Conductor starts the second, which hangs in its collective. The model
+    agrees; as it was (any rank's report of a final chunk ended the partition) it completed."""
+    import msgspec
+
+    sc = load_scenario(Path(__file__).parent / "gaps" / "tp_sp_stream_consumer.yaml")
+    real = run_scenario(sc, "mstar")
+    model = run_scenario(model_of(sc))
+    assert disagreements(model, real) == []
+    assert dict(model.result.outcomes) == dict(real.result.outcomes) == {"r0": "hung"}
+    old = model_of(sc)
+    old = msgspec.structs.replace(old, runtime=msgspec.structs.replace(
+        old.runtime, name="tests.fidelity.wrong:ModelEndsOnAnyFinalChunk"))
+    assert disagreements(run_scenario(old), real)
+
+
 def test_a_stop_loops_overtaken_by_its_stop_time_is_dropped_as_in_mstar():
     """`gaps/stop_loops_overtaken.yaml`: the stop time reaches rank 2 in b's data before a's
     delayed STOP_LOOPS, which mstar then drops; c's copy of the loop runs on until a's next stop.

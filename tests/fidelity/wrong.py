@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from simharness.mstar.runtime import MstarRuntime
 from simharness.mstar.state import MstarGraphState, MstarRankRuntime
+from simharness.runtime.conductor import Conductor
 from simharness.runtime.graph_spec import Semantics
 from simharness.runtime.profiles import MstarPython
 from simharness.runtime.rank import RankRuntime
@@ -90,3 +91,29 @@ class ModelStreamsFromTheLeaderOnly(MstarPython):
     def build_rank(self, rank, layout):
         return _StreamsFromLeaderRank(rank, layout, self.semantics,
                                       stream_buffer=self.parts.stream_buffer or StreamBuffer)
+
+
+class _EndsOnAnyFinalChunk(Conductor):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._final_reported: set[tuple[str, str]] = set()
+
+    def _on_done(self, msg, now):
+        # remember any report of a final chunk, not only the one that completes the pass
+        if msg.partition_done and msg.rid in self.requests:
+            for wg in msg.wgs:
+                self._final_reported.add((msg.rid, self.layout.by_id[wg].partition))
+        return super()._on_done(msg, now)
+
+    def _pass_done(self, req, ps, now):
+        if (req.rid, ps.name) in self._final_reported:
+            self._final_reported.discard((req.rid, ps.name))
+            ps.final_seen = True
+        return super()._pass_done(req, ps, now)
+
+
+class ModelEndsOnAnyFinalChunk(MstarPython):
+    """Our model before it kept only the ``partition_done`` of the report that completes a pass:
+    any rank's report of a final chunk ended its partition."""
+
+    parts = MstarPython.parts.but(conductor=_EndsOnAnyFinalChunk)

@@ -8,6 +8,7 @@ from pathlib import Path
 from simharness.explore.corpus import cases, locate
 from simharness.explore.verdict import FAULTS, VERDICTS, faults_class, verdict
 from simharness.runtime import registry
+from simharness.runtime.profiles import MstarPython
 from simharness.scenario import load_scenario
 from tests.helpers import build, needs_mstar_stack, split_loop
 
@@ -53,7 +54,7 @@ def test_the_recorded_verdicts_are_what_the_real_stack_says_now():
 
 
 @stack
-def test_each_verdict_on_a_case_that_shows_it():
+def test_each_verdict_on_a_case_that_shows_it(monkeypatch):
     drift = load_scenario(CORPUS / "mstar-rust-prefix__loop_exit-peer.yaml")
     assert verdict(drift, "mstar-rust-prefix", "loop_exit:peer").mstar == "runtime-specific"
     real = load_scenario(CORPUS / "mstar-python__liveness-hang-edge.yaml")
@@ -61,9 +62,14 @@ def test_each_verdict_on_a_case_that_shows_it():
     # the drift claimed for our model: the model itself passes, so it is not called ours
     v = verdict(drift, "mstar-python", "loop_exit:peer")
     assert v.mstar == "runtime-specific"
-    # our model fails a check the real stack does not (it hangs instead): a bug of ours
-    gap = load_scenario(Path(__file__).resolve().parents[1] / "fidelity" / "gaps" / "open" /
+    # our model fails a check the real stack does not (it hangs instead): a bug of ours. The
+    # model is given one on purpose: it ends a stream partition on any rank's final chunk
+    gap = load_scenario(Path(__file__).resolve().parents[1] / "fidelity" / "gaps" /
                         "tp_sp_stream_consumer.yaml")
+    assert verdict(gap, "mstar-python", "streams:passes").mstar == "runtime-specific"
+    from tests.fidelity.wrong import ModelEndsOnAnyFinalChunk
+
+    monkeypatch.setattr(MstarPython, "parts", ModelEndsOnAnyFinalChunk.parts)
     v = verdict(gap, "mstar-python", "streams:passes")
     assert v.mstar == "model-only" and v.stack and v.stack.startswith("liveness:")
     assert v.text().startswith(f"MODEL-ONLY: the real stack fails otherwise ({v.stack})")

@@ -41,7 +41,7 @@ from simharness import events as ev
 from simharness.drive.worker import IdleWait
 from simharness.mstar.convert import CARRIES, EMIT_TO_CLIENT, EMPTY_DESTINATION
 from simharness.mstar.stack.build import Stack
-from simharness.mstar.stack.mechanisms import FREED_TENSOR, NO_STREAM_BUFFER
+from simharness.mstar.stack.mechanisms import FREED_TENSOR, NO_STREAM_BUFFER, SHIFTED_TP_RANK
 from simharness.runtime.effects import Effects
 from simharness.runtime.protocol import MSTAR_0_2_1, StallPosition
 from simharness.runtime.scheduler import Batch
@@ -464,6 +464,47 @@ class StackWorker:
             original = getattr(wgm, name)
             setattr(wgm, name, getattr(self, f"_on_{name}")(original))
         w._add_new_request = self._on_add_new_request(w._add_new_request)
+        self._bufferless = self._streams_without_a_buffer()
+        if self._bufferless:
+            w._process_new_inputs = self._on_worker_new_inputs(w._process_new_inputs)
+
+    def _streams_without_a_buffer(self) -> frozenset[tuple[str, str]]:
+        """(producer partition, consumer partition) of each stream a node on this rank reads
+        that mstar made no StreamBuffer for: it finds a partition's consumers by its walks'
+        section names (worker.py:377-389, 406-418), which for a walk made of a loop is the
+        loop's name, not a node's."""
+        w = self.w
+        topology = w.partition_topology
+        if topology is None:
+            return frozenset()
+        wgm = w.worker_graphs_manager
+        here = {n for wg in wgm.queues for n in wgm.all_worker_graph_ids_to_nodes.get(wg, ())}
+        model = self.stack.model
+        walks = model.get_graph_walk_graphs()
+        partitions = {p.name: p for p in model.get_partitions()}
+        out = set()
+        for conn in topology.connections:
+            if any(c is conn for c in w._my_consumer_connections):
+                continue
+            readers = (node for walk in sorted(partitions[conn.to_partition].graph_walks)
+                       for node in walks[walk].get_nodes().values())
+            if any(n.name in here and conn.edge_name in n.input_names for n in readers):
+                out.add((conn.from_partition, conn.to_partition))
+        return frozenset(out)
+
+    def _on_worker_new_inputs(self, original: Any) -> Any:
+        def process_new_inputs(body: Any) -> Any:
+            # mstar marks only the request's StreamBuffers done (worker.py:629-636): with none
+            # for this stream the end of it is lost, and its consumer waits for good
+            for producer in sorted(body.producer_done or ()):
+                if (producer, body.partition_name) in self._bufferless:
+                    self.emit(ev.Dropped(
+                        self.stack.now, self.rank, body.request_id, "producer_done",
+                        f"the end of the stream from partition {producer} went nowhere: "
+                        f"{NO_STREAM_BUFFER}", ()))
+            return original(body)
+
+        return process_new_inputs
 
     def _on_add_new_request(self, original: Any) -> Any:
         wgm = self.w.worker_graphs_manager
@@ -745,7 +786,10 @@ def _what_failed(exc: BaseException) -> str:
     """What an error in mstar's code means, where we know: a ``KeyError`` out of
     ``TensorStore.get_tensor`` is a tensor read after mstar freed it; one in ``_send_outputs``
     or ``_process_new_inputs`` looking up ``stream_buffers`` is a stream item for a buffer the
-    rank never created."""
+    rank never created; an ``AssertionError`` out of ``ShardingConfig.compute_fanout`` saying a
+    group has no TP rank is a worker whose Conductor gave it none."""
+    if isinstance(exc, AssertionError) and "has no _tp_rank set" in str(exc):
+        return f": {SHIFTED_TP_RANK}"
     if not isinstance(exc, KeyError):
         return ""
     tb = exc.__traceback__
