@@ -16,16 +16,19 @@ from simharness.commands import common
 from simharness.errors import UsageError
 
 NAME = "export-test"
-HELP = "write a corpus case as a standalone pytest module that drives mstar's own graph code"
-DESCRIPTION = ("Replay CASE under the mstar-graph runtime, recording every call into mstar's "
-               "graph objects, and write one pytest module that needs only pytest and mstar-ai: "
-               "it builds the walks with mstar's graph classes, divides them with mstar's own "
-               "division, replays the recorded calls, and asserts what a correct graph runtime "
-               "answers at each completion. A real finding of mstar's graph code fails by "
-               "assertion; a case whose mechanism lies in mstar's Worker, Conductor or "
-               "StreamBuffer is refused.")
+HELP = "write a corpus case as a standalone pytest module that drives mstar's own code"
+DESCRIPTION = ("Write CASE as one pytest module that needs only pytest and mstar-ai (torch too for "
+               "a stream's). A finding of mstar's graph objects: the case is replayed under the "
+               "mstar-graph runtime, recording every call into them; the module builds the walks "
+               "with mstar's graph classes and division, replays the calls and asserts what a "
+               "correct graph runtime answers at each completion. A finding of mstar's Worker: "
+               "the case is run under the real stack (--runtime mstar), recording its "
+               "StreamBuffers and message handling; the module drives mstar's StreamBuffer, or "
+               "its Worker's message handling on a stub, in the recorded order and asserts what "
+               "a correct one does. A real finding fails by assertion; a case whose mechanism "
+               "lies elsewhere in mstar's Worker or Conductor is refused.")
 EPILOG = ("Run the written module with: pytest FILE. Exit codes: 0 written, 2 bad input, or a "
-          f"case not exportable at graph level, {common.EXIT_CODES_COMMON}")
+          f"case not exportable, {common.EXIT_CODES_COMMON}")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

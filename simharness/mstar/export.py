@@ -18,17 +18,14 @@ A finding is exportable at this level when mstar's graph objects themselves answ
 during the recorded run (a real finding: the module fails), or, for a case whose failure belongs
 to another runtime (its verdict is not *real*), when its check concerns what the graph objects
 answer (`GRAPH_CHECKS`; the module passes on mstar's Python runtime and holds the Rust one to the
-same answers). Every other case is refused in one line: its mechanism lies in mstar's Worker,
-Conductor or StreamBuffer, around the graph objects, which this export does not drive yet.
+same answers). A case whose graph objects answered every call correctly is handed to
+`simharness.mstar.worker_export`, which writes what the real stack's StreamBuffers or message
+handling did, where they misbehaved in the case's run; every other case is refused in one line.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import textwrap
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +33,9 @@ from simharness.errors import UsageError
 from simharness.graph.ir import Edge, Loop, Node, Parallel, Section, Sequential
 from simharness.mstar.convert import dest_of
 from simharness.mstar.expect import Expected, Judge, first_disagreement
+from simharness.mstar.export_text import WIDTH, Exported, describe_runtime, docstring, identifier
+from simharness.mstar.export_text import literal as _literal
+from simharness.mstar.export_text import quote as _q
 from simharness.mstar.package import PINNED, installed_version
 from simharness.mstar.record import Call, Recording, StateKey, record
 from simharness.wording import plural
@@ -57,20 +57,8 @@ ELSEWHERE = {
     "worker_graphs": "the Worker reports worker graphs done",
 }
 #: the one line of a refusal, as issue 38 words it
-NEEDS_WORKER = "this finding needs mstar's Worker: not exportable at graph level yet"
-
-
-@dataclass
-class Exported:
-    """A module written for one case, and what to say about it."""
-
-    text: str
-    #: "fail" (a real finding: mstar-ai's graph code answers wrongly) or "pass"
-    expect: str
-    #: one line: where the module fails, or what it holds mstar to
-    summary: str
-    #: anything the user should know (a verdict the graph code contradicts, ...)
-    notes: list[str]
+NEEDS_WORKER = ("this finding needs more of mstar's Worker than an exported test drives: not "
+                "exportable yet")
 
 
 def export(path: str | Path, runtime: str | None = None) -> Exported:
@@ -101,9 +89,15 @@ def export(path: str | Path, runtime: str | None = None) -> Exported:
     n_calls = plural(len(rec.calls), "call")
     notes: list[str] = []
     if wrong is None and (real or check not in GRAPH_CHECKS):
+        from simharness.mstar.worker_export import export_worker
+
+        exported = export_worker(sc, p)
+        if isinstance(exported, Exported):
+            return exported
         why = ELSEWHERE.get(check, "its mechanism lies around the graph objects")
+        looked = f", and {exported}" if exported else ""
         raise UsageError(f"{p.name}: {NEEDS_WORKER} (mstar's graph objects answered all "
-                         f"{n_calls} of the run as a correct runtime would; {why})")
+                         f"{n_calls} of the run as a correct runtime would{looked}; {why})")
     if wrong is not None and not real:
         notes.append(f"the case's verdict is {verdict.get('mstar') or 'not recorded'}, but "
                      f"mstar's graph code answers wrongly in it: the module fails; "
@@ -166,17 +160,6 @@ def _pair(p: Any) -> str:
 # -- the module's text ------------------------------------------------------------------------
 
 
-def identifier(text: str) -> str:
-    """`text` as a Python identifier (letters, digits and ``_``; never a leading digit)."""
-    name = re.sub(r"\W", "_", text)
-    return name if name and not name[0].isdigit() else f"_{name}"
-
-
-def _q(text: str) -> str:
-    """A string literal, in double quotes as mstar's tests write them."""
-    return json.dumps(text)
-
-
 def _set(items: Iterable[str]) -> str:
     items = sorted(items)
     return "{" + ", ".join(_q(i) for i in items) + "}" if items else "set()"
@@ -195,7 +178,6 @@ def _edge(name: str, dest: str, persist: bool = False, new_token: bool = False) 
 # A small tree of the code that builds a walk, printed on one line where it fits: a call is
 # (function, [(keyword or None, argument)]), a list is a Python list, a string is written as is.
 _Expr = Any
-WIDTH = 100
 
 
 def _render(expr: _Expr, indent: str, lead: str = "", trail: str = "") -> list[str]:
@@ -334,7 +316,7 @@ class Emitter:
                 f"stops there.")
         else:
             paras.append(f"The case fails the harness's {check} check under {meta.runtime}, which "
-                         f"simharness describes as: {_describe(meta.runtime)}. It passes under "
+                         f"simharness describes as: {describe_runtime(meta.runtime)}. It passes under "
                          f"mstar's own graph code.")
             paras.append(
                 f"mstar-ai {self.version}'s Python graph runtime gives every one of these "
@@ -346,11 +328,8 @@ class Emitter:
             "has no Rust graph runtime this test can drive (mstar-ai 0.2.1 has none: its graph "
             "code is mstar.graph alone, and its mstar_rust carries the ZMQ transport and the "
             "shared-memory arena).")
-        first = f'"""{self.sc.name}: a correct graph runtime\'s answers, asked of mstar\'s.'
-        lines = [first if len(first) <= WIDTH else f'"""{self.sc.name}.', ""]
-        for para in paras:
-            lines += [*textwrap.wrap(para, WIDTH - 4, break_on_hyphens=False), ""]
-        return "\n".join(lines[:-1]) + '\n"""\n'
+        return docstring(f"{self.sc.name}: a correct graph runtime's answers, asked of mstar's.",
+                         f"{self.sc.name}.", paras)
 
     def _walks(self) -> list[str]:
         lines: list[str] = []
@@ -524,26 +503,6 @@ class Emitter:
         if ex.hold:
             message += "; not " + "; ".join(w.text for w in ex.hold.values())
         return [*out, *_literal(message, "    ", f"assert routed(done) == {_pairs(ex.route)}, ")]
-
-
-def _describe(runtime: str) -> str:
-    """The runtime's line in ``simharness runtimes``."""
-    from simharness.runtime import registry
-
-    target = registry.available().get(runtime)
-    return registry.describe(target) if target is not None else runtime
-
-
-def _literal(text: str, indent: str, lead: str, trail: str = "") -> list[str]:
-    """``lead + "text" + trail`` at `indent`, the string split over lines where it is long."""
-    one = f"{indent}{lead}{_q(text)}{trail}"
-    if len(one) <= WIDTH:
-        return [one]
-    width = WIDTH - len(indent) - 8
-    pieces = textwrap.wrap(text, width, drop_whitespace=False, break_on_hyphens=False)
-    opener = lead if lead.endswith("(") else lead + "("
-    closer = trail if lead.endswith("(") else ")" + trail
-    return [f"{indent}{opener}", *(f"{indent}    {_q(p)}" for p in pieces), f"{indent}{closer}"]
 
 
 def _mechanism(ex: Expected) -> str:

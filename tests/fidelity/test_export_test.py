@@ -1,13 +1,15 @@
 """``simharness export-test``: each corpus case as a standalone pytest module in mstar's terms.
 
-Every case of scenarios/corpus/ is exported into one folder; the ones whose mechanism lies in
-mstar's Worker must be refused in one line, and the written modules are run together in one
-pytest subprocess that cannot import simharness at all. A module of a real finding must fail,
-and by an AssertionError of its expectation (not by an error, nor by the replay leaving the
+Every case of scenarios/corpus/ is exported into one folder (a finding of mstar's graph objects
+as a replay of them, one of its Worker's StreamBuffers or message handling as a replay of what
+the real stack did; the rest refused in one line), and the written modules are run together in
+one pytest subprocess that cannot import simharness at all. A module of a real finding must
+fail, and by an AssertionError of its expectation (not by an error, nor by the replay leaving the
 recording); a module of any other case must pass, and must fail on a graph runtime with the bug
-it was found on (the loop-exit drift, imitated). The Rust arm skips with its reason. Then the
-command's refusals of bad input: exit 2 and one line, never a traceback, and no file written or
-replaced.
+it was found on (the loop-exit drift, imitated); the modules of the Worker's REMOVE findings
+pass on a Worker that lets go of a removed request (imitated). The Rust arm of a graph-level
+module skips with its reason. Then the command's refusals of bad input: exit 2 and one line,
+never a traceback, and no file written or replaced.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 
 from simharness.cli import main
 from simharness.errors import UsageError
+from simharness.mstar.export import NEEDS_WORKER
 from tests.conftest import SCENARIOS
 from tests.helpers import needs_mstar
 
@@ -45,14 +48,20 @@ pytestmark = [*needs_mstar(), pytest.mark.skipif(not _OK, reason=f"mstar's divis
 
 CASES = sorted((SCENARIOS / "corpus").glob("*.yaml"))
 #: mechanisms of mstar's graph objects themselves (docs/findings.md sections 1, 7 and 11) and the
-#: Rust prefix's loop-exit drift: these export
+#: Rust prefix's loop-exit drift: these export as replays of the graph objects
 GRAPH_LEVEL = {"liveness:hang-reinjection:shared-name", "liveness:hang-reinjection:inner-loop-last",
                "liveness:hang-seed", "liveness:hang-edge", "loop_exit:peer", "loop_exit:sibling"}
-#: mechanisms of the Worker, Conductor or StreamBuffer: these are refused
-WORKER_LEVEL = {"liveness:hang-input", "liveness:hang-lockstep", "forwards:extra-after-loop",
-                "forwards:counters", "drain:dropped:remove_request:tp-follower",
-                "drain:held-at-teardown", "drain:state-left", "streams:finals",
-                "streams:order-across-ranks", "streams:passes"}
+#: mechanisms of the Worker's StreamBuffers and message handling (sections 3 to 6): these export
+#: as replays of what the real stack did, and fail by the assertion named
+WORKER_LEVEL = {"drain:dropped:remove_request:tp-follower": "keeps messages parked for ever",
+                "drain:state-left": "keeps the state of",
+                "forwards:counters": "releases its final chunk",
+                "streams:finals": "releases its final chunk",
+                "streams:order-across-ranks": "releases its final chunk",
+                "liveness:hang-lockstep": "of one tensor-parallel instance release chunk"}
+#: mechanisms an export does not drive yet (STOP_LOOPS between ranks), or cases whose failure the
+#: real stack does not show: these are refused
+REFUSED = {"liveness:hang-input", "forwards:extra-after-loop", "drain:held-at-teardown"}
 #: makes ``import simharness`` fail in the subprocess that runs the exported modules
 _NO_SIMHARNESS = "import sys\n\nsys.modules['simharness'] = None  # an exported test needs none\n"
 
@@ -108,14 +117,19 @@ def test_each_corpus_case_exports_or_is_refused(exported: dict[str, Any], path: 
     meta = _meta(path)
     got = exported[path.stem]
     if got[0] == "refused":
-        assert "this finding needs mstar's Worker: not exportable at graph level yet" in got[1]
-        assert meta.signature not in GRAPH_LEVEL, got[1]
+        assert NEEDS_WORKER in got[1]
+        assert meta.signature in REFUSED, got[1]
         return
-    assert meta.signature not in WORKER_LEVEL, f"{path.name} exported, but its mechanism is " \
-                                               f"the Worker's: {got[1].summary}"
+    assert meta.signature not in REFUSED, f"{path.name} exported: {got[1].summary}"
     _, ex, arms = got
     real = (meta.verdict or {}).get("mstar") == "real"
     assert ex.expect == ("fail" if real else "pass")
+    if meta.signature in WORKER_LEVEL:
+        # one test, no Rust arm: mstar-ai 0.2.1's Worker and StreamBuffer are Python only
+        [(outcome, message)] = arms.values()
+        assert outcome == "failed" and message.startswith("AssertionError: "), (outcome, message)
+        assert WORKER_LEVEL[meta.signature] in message, message
+        return
     outcome, message = arms["python"]
     if real:
         # failed by its expectation: a replay that left the recording fails elsewhere
@@ -128,13 +142,12 @@ def test_each_corpus_case_exports_or_is_refused(exported: dict[str, Any], path: 
 
 
 def test_known_mechanisms_are_sorted(exported: dict[str, Any]) -> None:
-    """Each graph-level mechanism of the corpus exports, each of the Worker's is refused."""
+    """Each mechanism of the corpus exports at its level, or is refused, as listed above."""
     for path in CASES:
         sig = _meta(path).signature
-        if sig in GRAPH_LEVEL:
-            assert exported[path.stem][0] == "written", (path.name, exported[path.stem][1])
-        if sig in WORKER_LEVEL:
-            assert exported[path.stem][0] == "refused", path.name
+        assert sig in GRAPH_LEVEL or sig in WORKER_LEVEL or sig in REFUSED, (path.name, sig)
+        want = "refused" if sig in REFUSED else "written"
+        assert exported[path.stem][0] == want, (path.name, exported[path.stem][1])
 
 
 def test_written_modules_import_no_simharness(exported: dict[str, Any]) -> None:
@@ -146,7 +159,8 @@ def test_written_modules_import_no_simharness(exported: dict[str, Any]) -> None:
                     if isinstance(node, ast.Import) for alias in node.names}
         imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
                      if isinstance(node, ast.ImportFrom)}
-        assert imported <= {"copy", "importlib", "types", "pytest", "mstar", "mstar_rust"}, imported
+        assert imported <= {"copy", "importlib", "types", "pytest", "torch", "mstar",
+                            "mstar_rust"}, imported
 
 
 def test_acceptance_cases(exported: dict[str, Any]) -> None:
@@ -197,6 +211,51 @@ def test_the_loop_exit_modules_fail_on_a_runtime_with_the_drift(
     assert "not s1 -> a (a loop-back of loop L1, which ended here)" in run.stdout
 
 
+#: imitates a Worker that lets go of a removed request: a TP follower honours the first REMOVE
+#: that comes, whoever sent it, and a message for a request it removed is dropped, not parked
+_LETS_GO = """\
+from mstar.utils.ipc_format import MessageSource, RemoveRequest
+from mstar.worker.worker import Worker
+
+_remove, _handle = Worker._remove_request, Worker._process_message_list
+
+
+def _remove_once(self, body):
+    gone = self.__dict__.setdefault("_gone", set())
+    if body.request_id in gone:
+        return
+    gone.add(body.request_id)
+    _remove(self, RemoveRequest(request_id=body.request_id, source=MessageSource.SELF))
+
+
+def _handle_live(self, messages):
+    gone = self.__dict__.setdefault("_gone", set())
+    return _handle(self, [m for m in messages
+                          if getattr(m.body, "request_id", None) not in gone])
+
+
+Worker._remove_request = _remove_once
+Worker._process_message_list = _handle_live
+"""
+
+
+def test_the_message_modules_pass_on_a_worker_that_lets_go(
+        exported: dict[str, Any], tmp_path: Path) -> None:
+    """The modules of the Worker's REMOVE findings hold a Worker to something it can do: with a
+    Worker that honours the first REMOVE and drops what comes for a removed request, each
+    passes."""
+    (tmp_path / "conftest.py").write_text(_LETS_GO + _NO_SIMHARNESS)
+    cases = [p.stem for p in CASES if _meta(p).signature in
+             ("drain:dropped:remove_request:tp-follower", "drain:state-left")]
+    assert len(cases) >= 2
+    for case in cases:
+        (tmp_path / f"test_{case.replace('-', '_')}.py").write_text(exported[case][1].text)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-p", "no:simharness", str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert f"{len(cases)} passed" in run.stdout, run.stdout[-2000:]
+
+
 # -- the command ------------------------------------------------------------------------------
 
 
@@ -213,8 +272,7 @@ CASE = str(SCENARIOS / "corpus" / "mstar-python__liveness-hang-reinjection.yaml"
 @pytest.mark.parametrize("argv, says", [
     (["no-such-case.yaml"], "no such file"),
     ([str(SCENARIOS / "orpheus.yaml")], "not a corpus case"),
-    ([str(SCENARIOS / "corpus" / "mstar-python__drain-dropped.yaml")],
-     "this finding needs mstar's Worker: not exportable at graph level yet"),
+    ([str(SCENARIOS / "corpus" / "mstar-python__liveness-hang-input.yaml")], NEEDS_WORKER),
     ([CASE, "--runtime", "mstar-python"], "--runtime mstar-python"),
     ([CASE, "--runtime", "no-such-runtime"], "--runtime no-such-runtime"),
 ], ids=["missing", "not-a-case", "worker-level", "model-runtime", "unknown-runtime"])
