@@ -34,8 +34,9 @@ EPILOG = ("Run the written module with: pytest FILE. Exit codes: 0 written, 2 ba
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("case", help="corpus case YAML file (scenarios/corpus/...)")
     p.add_argument("--runtime", metavar="R",
-                   help="the runtime to record under (default and only choice today: "
-                        "mstar-graph, the one that drives mstar's graph objects)")
+                   help="the runtime to record under: mstar-graph (the default: mstar's graph "
+                        "objects, then, where they answered correctly, the real stack's "
+                        "Workers) or mstar (the real stack's Workers only)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="where to write the module (default: test_<case name>.py in the "
                         "current directory; '-' prints it to stdout)")

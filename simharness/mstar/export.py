@@ -40,6 +40,8 @@ from simharness.mstar.package import PINNED, installed_version
 from simharness.mstar.record import Call, Recording, StateKey, record
 from simharness.wording import plural
 
+#: the real stack's runtime name: ``--runtime mstar`` exports what its Workers did
+STACK = "mstar"
 #: checks whose failure can be a wrong answer of the graph objects themselves: a loop-back that
 #: escapes a loop's end (loop_exit), an input a node waits for that is never routed (liveness)
 GRAPH_CHECKS = ("loop_exit", "liveness")
@@ -62,7 +64,9 @@ NEEDS_WORKER = ("this finding needs more of mstar's Worker than an exported test
 
 
 def export(path: str | Path, runtime: str | None = None) -> Exported:
-    """Record the case at `path` under ``mstar-graph`` and write its module's text."""
+    """Record the case at `path` under ``mstar-graph`` and write its module's text; where mstar's
+    graph objects answered every call correctly, or `runtime` is ``mstar`` (the real stack), write
+    what the stack's StreamBuffers or message handling did instead (`worker_export`)."""
     from simharness.scenario.loader import load_scenario
 
     p = Path(path)
@@ -79,6 +83,16 @@ def export(path: str | Path, runtime: str | None = None) -> Exported:
         raise UsageError(f"{path}: a differential case ({meta.runtime} against {meta.against}) "
                          f"is not exportable: two runtimes that differ give no one correct answer "
                          f"to assert")
+    if runtime == STACK:
+        from simharness.mstar.worker_export import export_worker
+
+        exported = export_worker(sc, p)
+        if isinstance(exported, Exported):
+            return exported
+        looked = f" ({exported})" if exported else ""
+        raise UsageError(f"{p.name}: --runtime {STACK}: nothing of mstar's Worker to export"
+                         f"{looked}; without --runtime, export-test also tries mstar's graph "
+                         f"objects")
     options = _runtime_options(sc, runtime)
     rec = record(sc, options)
     judged = Judge(rec).judge()
@@ -127,8 +141,9 @@ def _runtime_options(sc: Any, runtime: str | None) -> dict[str, Any]:
     name = runtime or MstarRuntime.name
     if name != MstarRuntime.name:
         raise UsageError(f"--runtime {name}: export-test records the calls the {MstarRuntime.name} "
-                         f"runtime makes into mstar's graph objects; {name} does not make them "
-                         f"(use --runtime {MstarRuntime.name}, the default)")
+                         f"runtime makes into mstar's graph objects, or what the real stack "
+                         f"({STACK}) does around them; {name} does neither (use --runtime "
+                         f"{MstarRuntime.name}, the default, or {STACK})")
     if sc.runtime.name == MstarRuntime.name:
         return dict(sc.runtime.options)
     return {}

@@ -70,6 +70,8 @@ def export_worker(sc: Scenario, path: Path) -> Exported | str:
     rec = record_stack(stack_sc)
     if check in BUFFER_CHECKS:
         fault = judge_buffers(rec)
+        if fault is None and not rec.buffers:
+            return f"the real stack's run ({where}) streams nothing"
         if fault is None:
             return f"the real stack's StreamBuffers ({where}) chunked as a correct stream does"
         return BufferModule(rec, fault, path, where).exported()

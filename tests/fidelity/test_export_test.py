@@ -274,14 +274,27 @@ CASE = str(SCENARIOS / "corpus" / "mstar-python__liveness-hang-reinjection.yaml"
     ([str(SCENARIOS / "orpheus.yaml")], "not a corpus case"),
     ([str(SCENARIOS / "corpus" / "mstar-python__liveness-hang-input.yaml")], NEEDS_WORKER),
     ([CASE, "--runtime", "mstar-python"], "--runtime mstar-python"),
+    ([str(SCENARIOS / "corpus" / "mstar-python__liveness-hang-input.yaml"), "--runtime", "mstar"],
+     "--runtime mstar: nothing of mstar's Worker to export (the real stack's run (seed 0) "
+     "streams nothing)"),
     ([CASE, "--runtime", "no-such-runtime"], "--runtime no-such-runtime"),
-], ids=["missing", "not-a-case", "worker-level", "model-runtime", "unknown-runtime"])
+], ids=["missing", "not-a-case", "worker-level", "model-runtime", "stack-nothing",
+        "unknown-runtime"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], says: str) -> None:
     target = tmp_path / "test_out.py"
     code, err = _cli(*argv, "-o", str(target))
     assert code == 2
     assert says in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert not target.exists()
+
+
+def test_the_stack_runtime_exports_the_workers_part_only(tmp_path: Path) -> None:
+    target = tmp_path / "test_state_left.py"
+    case = SCENARIOS / "corpus" / "mstar-python__drain-state-left.yaml"
+    code, err = _cli(str(case), "--runtime", "mstar", "-o", str(target))
+    assert code == 0, err
+    assert "worker_3 ends with the state of r0 though a REMOVE reached it" in err
+    assert "def stub_worker(" in target.read_text()
 
 
 def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path) -> None:
