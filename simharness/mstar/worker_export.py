@@ -25,6 +25,7 @@ so a module exists only where mstar's own objects misbehave in the recorded run.
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 
 from simharness.checks.base import and_join
 from simharness.graph.ir import iter_nodes
-from simharness.mstar.export_text import Exported, describe_runtime, docstring, identifier
+from simharness.mstar.export_text import WIDTH, Exported, describe_runtime, docstring, identifier
 from simharness.mstar.export_text import quote as _q
 from simharness.mstar.package import PINNED, installed_version
 from simharness.mstar.stack_record import BufferCall, MessageCall, StackRecording, record_stack
@@ -366,6 +367,7 @@ class BufferModule(_Module):
         doc = "Each pop the stack's Workers made gives what a correct stream gives its consumer."
         lines = [f"def {self._test_name()}():", f'    """{doc}"""', "    released = {}"]
         last = None
+        made: set[Any] = set()
         for i, c in enumerate(self.calls):
             v = self.names[c.key]
             rank, rid, edge = c.key
@@ -374,8 +376,12 @@ class BufferModule(_Module):
             last = c.key
             if c.op == "make":
                 _cls, policy = _policy_code(self.policies[edge])
-                lines += ["", f"    # rank {rank}: {rid} arrives; the Worker makes its buffer for "
-                              f"{edge} (worker.py:447-455)",
+                why = (f"{rid}'s NEW_REQUEST for another partition: the Worker makes the buffer "
+                       f"for {edge} anew, in place of the first" if c.key in made else
+                       f"{rid} arrives; the Worker makes its buffer for {edge}")
+                made.add(c.key)
+                lines += ["", *(f"    # {part}" for part in textwrap.wrap(
+                              f"rank {rank}: {why} (worker.py:447-455)", WIDTH - 6)),
                           f"    {v} = RankBuffer({rank}, {_q(rid)}, {_q(edge)}, "
                           f"{_q(c.args['from'])}, {policy})"]
             elif c.op == "register":
@@ -555,8 +561,8 @@ class MessageModule(_Module):
             '    return message("DRAIN_REQUEST", DrainRequest(request_id=request_id, source=source))',
             "", "",
             "def signals(request_id):",
-            '    return message("INPUT_SIGNALS", InputSignals(request_id=request_id, inputs=[], '
-            'request_info=None))',
+            '    return message("INPUT_SIGNALS",',
+            '                   InputSignals(request_id=request_id, inputs=[], request_info=None))',
             "", "",
             "def stop_loops(request_id):",
             '    return message("STOP_LOOPS", StopLoops(request_id=request_id, loop_names=set(),',
@@ -592,8 +598,8 @@ class MessageModule(_Module):
                   f"{and_join(self.rids)} has come",
                   f"    held = sorted(set(worker.worker_graphs_manager.per_request_info) & {removed})",
                   "    assert held == [], (",
-                  f'        f"worker_{self.rank} keeps the state of {{held}} for ever: their '
-                  f'REMOVE_REQUEST came and was not honoured")',
+                  f'        f"worker_{self.rank} keeps the state of {{held}} for ever: their "',
+                  '        f"REMOVE_REQUEST came and was not honoured")',
                   "    parked = {rid: [m.message_type.name for m in messages]",
                   "              for rid, messages in worker._unprocessed_messages.items()",
                   "              if rid in worker.removed}",
