@@ -151,6 +151,24 @@ def test_the_end_of_a_stream_to_a_rank_without_its_buffer_is_real_only():
     assert run_scenario(model_of(sc)).outcome == "pass"
 
 
+def test_a_late_new_request_remakes_the_stream_buffer_and_loses_an_item():
+    """`gaps/new_request_remakes_buffers.yaml`: the second NEW_REQUEST of a rank hosting two
+    partitions comes after a streamed item; mstar makes the request's StreamBuffer anew and the
+    item registered in the first is never consumed. The model, with one NEW_REQUEST per rank,
+    passes."""
+    from simharness.mstar.stack_record import record_stack
+
+    sc = load_scenario(Path(__file__).parent / "gaps" / "new_request_remakes_buffers.yaml")
+    rec = record_stack(sc)
+    calls = [c for c in rec.buffers if c.key == (1, "r0", "st")]
+    # the first buffer takes the item and releases it; the second, made in its place, has none
+    assert [c.op for c in calls] == ["make", "register", "put", "pop", "make", "done", "pop"]
+    assert calls[3].args["items"] == [2] and calls[6].args["items"] == []
+    assert calls[6].args["final"]
+    assert any("1 of the 1 item sent was never consumed" in v.message for v in rec.violations)
+    assert run_scenario(model_of(sc)).outcome == "pass"
+
+
 def test_a_worker_given_no_tp_rank_by_its_conductor_is_real_only():
     """`gaps/shifted_tp_rank.yaml`: no worker graph uses rank 0, and mstar's Conductor looks each
     worker's TP rank up by its position among the ranks in use, so worker_1 has none and raises
