@@ -160,28 +160,26 @@ class _Recorder:
         rec = self
 
         def _add_new_request(w: Any, body: Any) -> Any:
-            rank = int(w.worker_id.split("_")[1])
+            rank = _rank(w)
             rec.followers[rank] = bool(w.is_tp_follower)
-            # the buffers exist once mstar's code made them, before its replay of parked messages
-            # can put anything in them: log them as the first thing of this request on the rank
+            # each buffer is logged as mstar's code makes it, before its replay of parked
+            # messages can put anything in it
             known = set(w.worker_graphs_manager.per_request_info)
-            out = None
             with rec._making(w, body.request_id, rank, known):
-                out = original(w, body)
-            return out
+                return original(w, body)
 
         return _add_new_request
 
     @contextlib.contextmanager
     def _making(self, w: Any, rid: str, rank: int, known: set[str]) -> Iterator[None]:
+        """Log each StreamBuffer made inside (as its rank's), and a request new to the rank's
+        sharding groups once it is added."""
         from mstar.streaming import stream_buffer as sb
 
-        made: list[Any] = []
         cls_init = sb.StreamBuffer.__init__
 
         def init(sbuf: Any, *args: Any, **kwargs: Any) -> None:
             cls_init(sbuf, *args, **kwargs)
-            made.append(sbuf)
             self.owner[id(sbuf)] = (rank, sbuf.request_id, sbuf.edge_name)
             self.buffers.append(BufferCall((rank, sbuf.request_id, sbuf.edge_name), "make",
                                            {"from": sbuf.from_partition}))

@@ -247,8 +247,10 @@ class BufferModule(_Module):
         keys = list(dict.fromkeys(c.key for c in self.calls))
         self.names = {k: identifier(f"rank{k[0]}_{k[1]}_{k[2]}") for k in keys}
         self.policies = {c.edge: c.policy for c in self.sc.connections}
-        self.inst = {k: v for k, v in instances(rec).items()
-                     if any(key[2] == k[0] and key[0] == k[1] for key in keys)}
+        #: the TP instances of the streams replayed: (edge, ranks), for the module's INSTANCES
+        replayed = {(edge, rank) for rank, _rid, edge in keys}
+        self.instances = sorted({(edge, ranks) for (edge, rank), ranks in instances(rec).items()
+                                 if (edge, rank) in replayed})
 
     def exported(self) -> Exported:
         summary = f"fails by assertion where mstar's StreamBuffers go wrong: {self.fault.text}"
@@ -308,11 +310,10 @@ class BufferModule(_Module):
                  "the stack's run",
                  "SENT = {" + ", ".join(f"({k[0]}, {_q(k[1])}, {_q(k[2])}): {n}"
                                          for k, n in sent.items()) + "}"]
-        insts = sorted({(e, v) for (e, _r), v in self.inst.items()})
         lines += ["#: (edge, ranks): each tensor-parallel instance consuming a stream; its ranks "
                   "run one lockstep",
                   "#: pass per chunk, so they must release the same chunks",
-                  "INSTANCES = [" + ", ".join(f"({_q(e)}, {v})" for e, v in insts) + "]"]
+                  "INSTANCES = [" + ", ".join(f"({_q(e)}, {v})" for e, v in self.instances) + "]"]
         return lines
 
     def _helpers(self) -> list[str]:
