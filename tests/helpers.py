@@ -87,6 +87,22 @@ def needs_mstar():
                                reason=f"mstar-ai is not installed ({package.PIP_INSTALL})")]
 
 
+def needs_mstar_model_base(what: str):
+    """`needs_mstar`, and a clean skip where ``mstar.model.base`` (mstar's division and model
+    registry; it imports torch, triton, pyzmq and msgpack: the mstar extra) does not import;
+    `what` names what the test needs of it, for the reason."""
+    import pytest
+
+    from simharness.mstar import package
+
+    ok, why = False, "mstar-ai is not installed"
+    if package.is_available():
+        model_base, why = package.mstar_divider()
+        ok = model_base is not None
+    return [*needs_mstar(), pytest.mark.skipif(not ok, reason=f"{what} does not import here "
+                                                         f"({why}); pip install -e '.[mstar]'")]
+
+
 def needs_mstar_stack():
     """Marks for a test that runs the real mstar stack (``--runtime mstar``): mstar-ai with the
     extra its worker and conductor modules import (torch, pyzmq, msgpack, ...)."""

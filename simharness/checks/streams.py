@@ -30,6 +30,7 @@ chunk where no one chunk is).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 from simharness import events as ev
@@ -84,10 +85,9 @@ class StreamsCheck(Check):
 
     def on_Forward(self, e: ev.Forward) -> None:
         req = self._request(e.rid)
-        for sig, where in e.routes:
-            if where.startswith("stream:"):
-                req.sent[(sig.name, int(where[7:]))].append(sig.seq)
-                req.sent_from[sig.seq] = e.rank
+        for sig, rank in streamed(e):
+            req.sent[(sig.name, rank)].append(sig.seq)
+            req.sent_from[sig.seq] = e.rank
         req.runs[(e.node, e.rank)] += 1
 
     def on_Overshoot(self, e: ev.Overshoot) -> None:
@@ -200,6 +200,14 @@ class StreamsCheck(Check):
                     flag("passes", f"{node}'s passes for {plural(len(chunks), 'chunk')} released: {runs}, "
                          f"where each chunk is one pass", last_t, runs=runs, chunks=len(chunks))
         return out
+
+
+def streamed(e: ev.Forward) -> Iterator[tuple[Any, int]]:
+    """(the signal, the consumer rank) of each stream item a completion sent (its routes
+    labelled ``stream:<rank>``)."""
+    for sig, where in e.routes:
+        if where.startswith("stream:"):
+            yield sig, int(where[7:])
 
 
 def _items(items: Any) -> str:

@@ -177,7 +177,8 @@ def _verdict(scenario: Scenario, runtime: str, signature: str, check: str, fault
     # A searched schedule moves the model's messages; the stack sends its own: search its orders.
     searched = bool(scenario.schedule.deliveries) and runtime != STACK
     if searched:
-        stack_sig, run, why = _stack_searched(scenario, check, until)
+        hit, why = stack_searched(scenario, check, until)
+        stack_sig, run = (hit.signature, hit.run) if hit is not None else (None, None)
     else:
         stack_sig, seed, why = _stack(scenario, check, until)
     if why:
@@ -193,27 +194,27 @@ def _verdict(scenario: Scenario, runtime: str, signature: str, check: str, fault
     return Verdict("runtime-specific", faults, stack_sig, seed, fault_kinds=kinds)
 
 
-def _stack_searched(scenario: Scenario, check: str, until: float | None
-                    ) -> tuple[str | None, int | None, str]:
-    """(the stack's signature, the PCT run that showed `check`, why it could not run) of a
-    search of the stack's own orders of delivery (`explore.search`)."""
+def stack_searched(scenario: Scenario, check: str, until: float | None = None
+                   ) -> tuple[Any, str]:
+    """(the failure of `check` a search of the real stack's own orders of delivery found, a
+    `search.Found`, or None; why the search could not run, or "") (`explore.search`)."""
     from simharness.errors import RuntimeRefused
     from simharness.explore.search import search
 
     if not stack_runs_here():
-        return None, None, NOT_INSTALLED
+        return None, NOT_INSTALLED
     try:
         found = search(scenario, STACK, "pct", STACK_SEARCH_RUNS, seed=0, until=until,
                        stop_on=lambda sig: sig.partition(":")[0] == check)
     except RuntimeRefused as exc:
-        return None, None, str(exc)
+        return None, str(exc)
     for sig, f in found.found.items():
         if sig.partition(":")[0] == check:
-            return sig, f.run, ""
+            return f, ""
     if found.stopped == "time":
-        return None, None, (f"the real stack showed no {check} failure in {found.runs} PCT runs "
-                            f"of its own messages before the time budget ran out")
-    return None, None, ""
+        return None, (f"the real stack showed no {check} failure in {found.runs} PCT runs of "
+                      f"its own messages before the time budget ran out")
+    return None, ""
 
 
 def _fails(scenario: Scenario, runtime: str, check: str) -> bool:

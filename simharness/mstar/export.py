@@ -25,7 +25,7 @@ handling did, where they misbehaved in the case's run; every other case is refus
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from simharness.mstar.expect import Expected, Judge, first_disagreement
 from simharness.mstar.export_text import WIDTH, Exported, describe_runtime, docstring, identifier
 from simharness.mstar.export_text import literal as _literal
 from simharness.mstar.export_text import quote as _q
+from simharness.mstar.export_text import set_literal as _set
 from simharness.mstar.package import PINNED, installed_version
 from simharness.mstar.record import Call, Recording, StateKey, record
 from simharness.wording import plural
@@ -84,15 +85,10 @@ def export(path: str | Path, runtime: str | None = None) -> Exported:
                          f"is not exportable: two runtimes that differ give no one correct answer "
                          f"to assert")
     if runtime == STACK:
-        from simharness.mstar.worker_export import export_worker
-
-        exported = export_worker(sc, p)
-        if isinstance(exported, Exported):
-            return exported
-        looked = f" ({exported})" if exported else ""
-        raise UsageError(f"{p.name}: --runtime {STACK}: nothing of mstar's Worker to export"
-                         f"{looked}; without --runtime, export-test also tries mstar's graph "
-                         f"objects")
+        return _from_stack(sc, p, lambda looked: (
+            f"--runtime {STACK}: nothing of mstar's Worker to export"
+            f"{f' ({looked})' if looked else ''}; without --runtime, export-test also tries "
+            f"mstar's graph objects"))
     options = _runtime_options(sc, runtime)
     rec = record(sc, options)
     judged = Judge(rec).judge()
@@ -103,15 +99,10 @@ def export(path: str | Path, runtime: str | None = None) -> Exported:
     n_calls = plural(len(rec.calls), "call")
     notes: list[str] = []
     if wrong is None and (real or check not in GRAPH_CHECKS):
-        from simharness.mstar.worker_export import export_worker
-
-        exported = export_worker(sc, p)
-        if isinstance(exported, Exported):
-            return exported
         why = ELSEWHERE.get(check, "its mechanism lies around the graph objects")
-        looked = f", and {exported}" if exported else ""
-        raise UsageError(f"{p.name}: {NEEDS_WORKER} (mstar's graph objects answered all "
-                         f"{n_calls} of the run as a correct runtime would{looked}; {why})")
+        return _from_stack(sc, p, lambda looked: (
+            f"{NEEDS_WORKER} (mstar's graph objects answered all {n_calls} of the run as a "
+            f"correct runtime would{f', and {looked}' if looked else ''}; {why})"))
     if wrong is not None and not real:
         notes.append(f"the case's verdict is {verdict.get('mstar') or 'not recorded'}, but "
                      f"mstar's graph code answers wrongly in it: the module fails; "
@@ -130,6 +121,17 @@ def export(path: str | Path, runtime: str | None = None) -> Exported:
                f"in {wg} on rank {rank} ({'; '.join(_differences(wrong))}"
                f"{'; ' + explained if explained else ''})")
     return Exported(text, "fail", summary, notes)
+
+
+def _from_stack(sc: Any, p: Path, refusal: Callable[[str], str]) -> Exported:
+    """The module of what the real stack's Workers did (`worker_export`), or the refusal
+    `refusal` words from what was looked at."""
+    from simharness.mstar.worker_export import export_worker
+
+    exported = export_worker(sc, p)
+    if isinstance(exported, Exported):
+        return exported
+    raise UsageError(f"{p.name}: {refusal(exported)}")
 
 
 def _runtime_options(sc: Any, runtime: str | None) -> dict[str, Any]:
@@ -173,11 +175,6 @@ def _pair(p: Any) -> str:
 
 
 # -- the module's text ------------------------------------------------------------------------
-
-
-def _set(items: Iterable[str]) -> str:
-    items = sorted(items)
-    return "{" + ", ".join(_q(i) for i in items) + "}" if items else "set()"
 
 
 def _pairs(pairs: Iterable[Any]) -> str:

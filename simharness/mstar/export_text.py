@@ -1,13 +1,14 @@
 """The pieces every exported test module is written with (`simharness.mstar.export` for
 findings of mstar's graph objects, `simharness.mstar.worker_export` for those of its Worker):
-what an export returns, Python literals and identifiers, long strings split over lines, the
-module docstring, and the line `_describe` gives a runtime."""
+what an export returns, Python literals (strings, sets of strings) and identifiers, long strings
+split over lines, the module docstring, and the line ``simharness runtimes`` gives a runtime."""
 
 from __future__ import annotations
 
 import json
 import re
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 #: the width the modules are written to
@@ -36,6 +37,12 @@ def identifier(text: str) -> str:
 def quote(text: str) -> str:
     """A string literal, in double quotes as mstar's tests write them."""
     return json.dumps(text)
+
+
+def set_literal(items: Iterable[str]) -> str:
+    """A set of strings as Python code, sorted (``set()`` when empty)."""
+    ordered = sorted(items)
+    return "{" + ", ".join(quote(i) for i in ordered) + "}" if ordered else "set()"
 
 
 def literal(text: str, indent: str, lead: str, trail: str = "") -> list[str]:
@@ -68,4 +75,5 @@ def describe_runtime(runtime: str) -> str:
     return registry.describe(target) if target is not None else runtime
 
 
-__all__ = ["WIDTH", "Exported", "describe_runtime", "docstring", "identifier", "literal", "quote"]
+__all__ = ["WIDTH", "Exported", "describe_runtime", "docstring", "identifier", "literal", "quote",
+           "set_literal"]

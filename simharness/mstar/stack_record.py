@@ -7,7 +7,8 @@ in the order the run made them:
 
 * each StreamBuffer's life on each rank: made for a request (with its policy), an item registered
   in arrival order (``pre_read_register``), an item's tensor put, ``signal_done``, and every chunk
-  popped (its index, offset, items by their producer's sequence number, and whether final);
+  popped (its index, offset, items by their producer's sequence number, and whether final: read
+  off the ``ChunkPopped`` the stack records of it);
 * each list of messages a Worker handled (``_process_message_list``): every message's type,
   request and source, whether the request was known there, and the requests of the GPU step in
   flight; and each ``_apply_pending_removes_safe_to_drop`` that applied a deferred REMOVE.
@@ -20,11 +21,14 @@ back after it; nothing else changes, so the run's trace is the stack's own.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from simharness import events as ev
 from simharness.checks import Violation
+from simharness.checks.streams import streamed
 from simharness.placement.layout import Layout
 from simharness.scenario.model import Scenario
 
@@ -144,13 +148,7 @@ class _Recorder:
     def _pop_chunk(self, original: Any) -> Any:
         def pop_chunk(sbuf: Any) -> Any:
             chunk = original(sbuf)
-            data = chunk.data.get("data")
-            n = 0 if data is None else (int(data.shape[0]) if data.dim() > 1 else 1)
-            ids = list(getattr(sbuf, "_sh_ids", ()))
-            items = [_item_of(ids[p]) if p < len(ids) else -1
-                     for p in range(chunk.start_offset, chunk.start_offset + n)]
-            self._log_buffer(sbuf, "pop", index=chunk.chunk_index, start=chunk.start_offset,
-                             items=items, final=bool(chunk.is_final))
+            self._log_buffer(sbuf, "pop")  # what it held: `_fill_pops`, after the run
             return chunk
         return pop_chunk
 
@@ -253,13 +251,26 @@ def _sent(events: list[Any]) -> dict[BufferKey, int]:
     """(rank, request, edge) -> the items a producer routed to that rank's stream buffer."""
     out: dict[BufferKey, int] = {}
     for e in events:
-        if type(e).__name__ != "Forward":
-            continue
-        for sig, label in e.routes:
-            if label.startswith("stream:"):
-                key = (int(label.split(":")[1]), e.rid, sig.name)
-                out[key] = out.get(key, 0) + 1
+        if type(e) is ev.Forward:
+            for sig, rank in streamed(e):
+                out[(rank, e.rid, sig.name)] = out.get((rank, e.rid, sig.name), 0) + 1
     return out
+
+
+def _fill_pops(buffers: list[BufferCall], events: list[Any]) -> None:
+    """Each pop's chunk, from the stack's own record of it: the k-th ``ChunkPopped`` of a
+    (rank, request, edge) is its k-th pop (the stack emits it inside the same call)."""
+    popped: dict[BufferKey, list[Any]] = {}
+    for e in events:
+        if type(e) is ev.ChunkPopped:
+            popped.setdefault((e.rank, e.rid, e.edge), []).append(e)
+    taken: Counter[BufferKey] = Counter()
+    for call in buffers:
+        if call.op == "pop":
+            e = popped[call.key][taken[call.key]]
+            taken[call.key] += 1
+            call.args = {"index": e.index, "start": e.start, "items": list(e.items),
+                         "final": e.final}
 
 
 def record_stack(scenario: Scenario) -> StackRecording:
@@ -275,6 +286,7 @@ def record_stack(scenario: Scenario) -> StackRecording:
         if type(e).__name__ == "RunEnded":
             parked = {rank: [(rid, kind) for rid, kind in items] for rank, items in e.unprocessed}
             left = {rank: list(rids) for rank, rids in e.requests_left}
+    _fill_pops(rec.buffers, result.events)
     return StackRecording(scenario, Layout.build(scenario), rec.buffers, rec.messages,
                           rec.followers, rec.groups, _sent(result.events), parked, left,
                           violations)

@@ -25,6 +25,7 @@ so a module exists only where mstar's own objects misbehave in the recorded run.
 
 from __future__ import annotations
 
+import inspect
 import textwrap
 from collections import Counter
 from dataclasses import dataclass
@@ -32,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from simharness.checks.base import and_join
-from simharness.graph.ir import iter_nodes
 from simharness.mstar.export_text import WIDTH, Exported, describe_runtime, docstring, identifier
 from simharness.mstar.export_text import quote as _q
+from simharness.mstar.export_text import set_literal as _set
 from simharness.mstar.package import PINNED, installed_version
 from simharness.mstar.stack_record import BufferCall, MessageCall, StackRecording, record_stack
 from simharness.scenario.model import Scenario
@@ -98,19 +99,17 @@ def kept_after_remove(rec: StackRecording) -> dict[int, list[str]]:
 def stack_case(sc: Scenario) -> tuple[Scenario, str]:
     """The run of the case that shows its failure on the real stack, and how to say which: the
     PCT run of the stack's own messages, or the seed, its verdict names."""
-    from simharness.explore.search import bare, search, with_deliveries
-    from simharness.explore.verdict import STACK, STACK_SEARCH_RUNS
+    from simharness.explore.search import bare, with_deliveries
+    from simharness.explore.verdict import stack_searched
     from simharness.run import with_seed
 
     meta = sc.corpus
     verdict = meta.verdict if meta is not None and isinstance(meta.verdict, dict) else {}
     if verdict.get("stack_run") is not None and meta is not None:
-        check = str(meta.check or meta.signature.split(":")[0])
-        found = search(sc, STACK, "pct", STACK_SEARCH_RUNS, seed=0,
-                       stop_on=lambda sig: sig.partition(":")[0] == check)
-        for sig, f in found.found.items():
-            if sig.partition(":")[0] == check:
-                return with_deliveries(bare(sc), f.moved), f"PCT run {f.run} of its own messages"
+        # the same search the verdict made (its seed and count of runs), to its first failure
+        hit, _why = stack_searched(sc, str(meta.check or meta.signature.split(":")[0]))
+        if hit is not None:
+            return with_deliveries(bare(sc), hit.moved), f"PCT run {hit.run} of its own messages"
     seed = verdict.get("stack_seed")
     if seed is not None and seed != sc.seed:
         return with_seed(sc, int(seed)), f"seed {seed}"
@@ -135,15 +134,12 @@ class BufferFault:
 def instances(rec: StackRecording) -> dict[tuple[str, int], tuple[int, ...]]:
     """(edge, rank) -> the ranks of the tensor-parallel instance that consumes the stream on that
     rank (instances of one rank only are left out: they agree with themselves)."""
+    by_id = rec.layout.by_id
     out: dict[tuple[str, int], tuple[int, ...]] = {}
-    for conn in rec.scenario.connections:
-        for wg in rec.layout.by_partition.get(conn.dst, ()):
-            if not any(conn.edge in n.inputs for n in iter_nodes(wg.section)):
-                continue
-            for inst in wg.instances:
-                if len(inst) > 1:
-                    for r in inst:
-                        out.setdefault((conn.edge, r), tuple(inst))
+    for (_src, edge), (_conn, _consumer, wgs) in rec.layout.stream_routes.items():
+        for inst in (inst for wg in wgs for inst in by_id[wg].instances if len(inst) > 1):
+            for r in inst:
+                out.setdefault((edge, r), tuple(inst))
     return out
 
 
@@ -193,16 +189,17 @@ def _chunk_words(chunk: tuple[int, int, list[int], bool]) -> str:
 
 
 def _policy_code(spec: Any) -> tuple[str, str]:
-    """(mstar's chunk policy class, the expression making one) for one of our policies, as
-    `simharness.mstar.convert.to_chunk_policy` makes it."""
-    if spec.kind == "sliding_window":
-        return "SlidingWindowChunkPolicy", \
-            f"SlidingWindowChunkPolicy(window={spec.window}, stride={spec.stride})"
-    if spec.kind == "left_context":
-        return "LeftContextChunkPolicy", \
-            f"LeftContextChunkPolicy(chunk={spec.chunk}, left_context={spec.context})"
-    flag = ", continue_after_done=True" if spec.continue_after_done else ""
-    return "FixedChunkPolicy", f"FixedChunkPolicy(chunk_size={spec.chunk}{flag})"
+    """(mstar's chunk policy class, the expression making one) for one of our policies: the call
+    `simharness.mstar.convert.to_chunk_policy` makes, written out."""
+    from simharness.mstar.convert import to_chunk_policy
+
+    factory = to_chunk_policy(spec)
+    name = factory.func.__name__
+    # an argument left at the class's default is left out, as one would write it
+    params = inspect.signature(factory.func).parameters
+    args = ", ".join(f"{k}={v!r}" for k, v in factory.keywords.items()
+                     if k not in params or params[k].default != v)
+    return name, f"{name}({args})"
 
 
 class _Module:
@@ -628,11 +625,6 @@ class MessageModule(_Module):
         source = f" ({SOURCE_WORDS[m.source]} copy)" if m.source in SOURCE_WORDS else ""
         known = "known here" if m.known else "not known here"
         return f"{kind} for {m.rid}{source}, {known}"
-
-
-def _set(items: Any) -> str:
-    items = sorted(items)
-    return "{" + ", ".join(_q(i) for i in items) + "}" if items else "set()"
 
 
 __all__ = ["BufferFault", "BufferModule", "MessageModule", "export_worker", "judge_buffers",

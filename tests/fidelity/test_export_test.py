@@ -29,22 +29,10 @@ from simharness.cli import main
 from simharness.errors import UsageError
 from simharness.mstar.export import NEEDS_WORKER
 from tests.conftest import SCENARIOS
-from tests.helpers import needs_mstar
+from tests.helpers import needs_mstar_model_base
 
-
-def _divider() -> tuple[bool, str]:
-    from simharness.mstar import package
-
-    if not package.is_available():
-        return False, "mstar-ai is not installed"
-    model, why = package.mstar_divider()
-    return model is not None, why
-
-
-_OK, _WHY = _divider()
 # the exported module divides the walks with mstar.model.base (torch, triton, pyzmq, msgpack)
-pytestmark = [*needs_mstar(), pytest.mark.skipif(not _OK, reason=f"mstar's division does not "
-                                                 f"import here ({_WHY}); pip install -e '.[mstar]'")]
+pytestmark = needs_mstar_model_base("mstar's division")
 
 CASES = sorted((SCENARIOS / "corpus").glob("*.yaml"))
 #: mechanisms of mstar's graph objects themselves (docs/findings.md sections 1, 7 and 11) and the

@@ -21,22 +21,10 @@ from simharness.scenario import load_scenario
 from simharness.scenario.loader import parse_scenario
 from tests.conftest import SCENARIOS
 from tests.fidelity.agreement import disagreements
-from tests.helpers import needs_mstar
+from tests.helpers import needs_mstar_model_base
 
-
-def _registry_imports() -> tuple[bool, str]:
-    from simharness.mstar import package
-
-    if not package.is_available():
-        return False, "mstar-ai is not installed"
-    model_base, why = package.mstar_divider()
-    return model_base is not None, why
-
-
-_OK, _WHY = _registry_imports()
 # mstar's model registry imports mstar.model.base (torch, triton, pyzmq, msgpack: the mstar extra).
-pytestmark = [*needs_mstar(), pytest.mark.skipif(not _OK, reason=f"mstar's model registry does not "
-                                                 f"import here ({_WHY}); pip install -e '.[mstar]'")]
+pytestmark = needs_mstar_model_base("mstar's model registry")
 
 
 def _config_names() -> list[str]:
